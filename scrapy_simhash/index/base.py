@@ -1,0 +1,95 @@
+"""The record and candidate types and the interface every band-index backend implements.
+
+Backends are chosen by URL in :func:`scrapy_simhash.index.open_index`; the pipeline only sees this.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+
+def _no_shingles() -> np.ndarray:
+    return np.empty(0, dtype=np.uint32)
+
+
+@dataclass
+class Record:
+    """A canonical record: what the index keeps of a page instead of its text.
+
+    ``shingles`` holds the sorted distinct 32-bit shingle hashes that Jaccard verification needs.
+    ``urls`` lists every source URL merged into this record (filled when read back).
+    """
+
+    id: str
+    fingerprint: int
+    url: str = ""
+    first_seen: float = field(default_factory=time.time)
+    retention: str = "default"
+    shingles: np.ndarray = field(default_factory=_no_shingles)
+    urls: tuple[str, ...] = ()
+
+
+class Candidate(NamedTuple):
+    """An indexed record within the asked distance of a fingerprint, with its verification data."""
+
+    record_id: str
+    fingerprint: int
+    distance: int
+    shingles: np.ndarray
+
+
+class Index(ABC):
+    """A band index of fingerprints plus the record store behind it.
+
+    Every method is a coroutine so the pipeline never blocks the reactor, whatever the backend.
+    """
+
+    @abstractmethod
+    async def add(self, record: Record) -> None:
+        """Index ``record``; an existing record with the same id is replaced (urls and first_seen merged)."""
+
+    @abstractmethod
+    async def candidates(self, fingerprint: int, max_distance: int) -> list[Candidate]:
+        """Indexed records within ``max_distance`` bits of ``fingerprint``, nearest first."""
+
+    @abstractmethod
+    async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
+        """Atomically: return the candidates within ``max_distance``, or add ``record`` if there are none."""
+
+    @abstractmethod
+    async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
+        """Record that ``url`` duplicates ``canonical_id``: gain the URL, keep the earliest first-seen."""
+
+    @abstractmethod
+    async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
+        """Exact-match index for short texts: the canonical id already holding ``digest``, or None
+        after storing ``record`` (not banded) under it. Atomic like :meth:`check_and_add`."""
+
+    @abstractmethod
+    async def get(self, record_id: str) -> Record | None: ...
+
+    @abstractmethod
+    async def remove(self, record_id: str) -> bool:
+        """Erase the record and every band entry, URL and verification blob it had."""
+
+    @abstractmethod
+    async def expire(self) -> int:
+        """Remove every record whose retention class TTL has passed; return how many."""
+
+    @abstractmethod
+    async def load_boilerplate(self, host: str) -> tuple[int, np.ndarray] | None:
+        """The learned boilerplate set of ``host``: (version, sorted 64-bit shingle hashes)."""
+
+    @abstractmethod
+    async def save_boilerplate(self, host: str, version: int, hashes: np.ndarray) -> None: ...
+
+    @abstractmethod
+    async def count(self) -> int: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
