@@ -1,11 +1,12 @@
 """SimHash fingerprints of text: tokens -> word shingles -> 64-bit hashes -> bit votes.
 
-Pure computation, no I/O and no settings. See README "How it works" for the hash choices.
+Pure computation, no I/O and no settings. Tokenising and hashing are vectorised with numpy over the
+text's code points, so no per-token Python work is done; README "How it works" specifies every step
+precisely enough to reimplement it elsewhere.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ import numpy as np
 __all__ = [
     "Fingerprinter",
     "Signature",
+    "UNSEGMENTED_RANGES",
     "band_keys",
     "hamming",
     "jaccard",
@@ -28,60 +30,110 @@ __all__ = [
 
 WEIGHTINGS = ("frequency", "presence")
 
-_TOKEN_RE = re.compile(r"\w+")
-# Multiplier that folds a shingle's token hashes in order (odd, so the fold is a bijection
-# in each position), and the murmur3 fmix64 constants that spread the result over all bits.
+# Scripts written without spaces between words. ``\w+`` would make a whole run of them one token (a
+# one-character edit would change the only token), so each of their word characters is a token of
+# its own and width-w shingles become character w-grams there. Hangul is absent on purpose: Korean
+# separates words with spaces. Inclusive code point ranges.
+UNSEGMENTED_RANGES: tuple[tuple[str, int, int], ...] = (
+    ("Thai", 0x0E00, 0x0E7F),
+    ("Lao", 0x0E80, 0x0EFF),
+    ("Myanmar", 0x1000, 0x109F),
+    ("Khmer", 0x1780, 0x17FF),
+    ("Khmer Symbols", 0x19E0, 0x19FF),
+    ("CJK Symbols and Punctuation (iteration marks, ideographic numbers)", 0x3000, 0x303F),
+    ("Hiragana", 0x3040, 0x309F),
+    ("Katakana", 0x30A0, 0x30FF),
+    ("Bopomofo", 0x3100, 0x312F),
+    ("Bopomofo Extended", 0x31A0, 0x31BF),
+    ("Katakana Phonetic Extensions", 0x31F0, 0x31FF),
+    ("CJK Unified Ideographs Extension A", 0x3400, 0x4DBF),
+    ("CJK Unified Ideographs", 0x4E00, 0x9FFF),
+    ("Yi Syllables", 0xA000, 0xA48F),
+    ("Myanmar Extended-B", 0xA9E0, 0xA9FF),
+    ("Myanmar Extended-A", 0xAA60, 0xAA7F),
+    ("CJK Compatibility Ideographs", 0xF900, 0xFAFF),
+    ("Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension", 0x1AFF0, 0x1B16F),
+    ("Supplementary and Tertiary Ideographic Planes (CJK Extensions B-I)", 0x20000, 0x3FFFF),
+)
+
+# Token hash: polynomial over the token's code points, sum(cp[j] * _BASE**j) mod 2**64 (XXH64's
+# PRIME64_1; odd, so its inverse mod 2**64 exists and a token's hash falls out of prefix sums).
+_BASE = 0x9E3779B185EBCA87
+# Multiplier that folds a shingle's token hashes in order (odd, so the fold is a bijection in each
+# position), and the murmur3 fmix64 constants that spread a value over all 64 bits.
 _FOLD = np.uint64(0x9E3779B97F4A7C15)
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _SHIFT33 = np.uint64(33)
 
-# Token -> 64-bit hash memo. Vocabularies repeat across the pages of a crawl, so most tokens are
-# hashed once per process; the memo is cleared when it grows past the bound to keep memory flat.
-_TOKEN_HASHES: dict[str, int] = {}
-_TOKEN_MEMO_LIMIT = 500_000
+_NON_WORD, _WORD, _SOLO = 0, 1, 2
 
 
-def tokens(text: str) -> list[str]:
-    """NFKC-normalised, lower-cased ``\\w+`` runs of ``text``."""
-    return _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).lower())
+def _code_point_classes() -> np.ndarray:
+    """Class of every code point: non-word, ``\\w`` word character, or a word character of its own.
 
-
-def shingles(text: str, width: int = 4) -> list[str]:
-    """Overlapping word ``width``-grams of ``text``, space-joined.
-
-    A text shorter than ``width`` tokens is one shingle of all its tokens; empty text gives ``[]``.
+    Built from ``re`` itself, so the word characters are exactly those of ``\\w`` in this Python.
     """
-    _check_width(width)
-    toks = tokens(text)
-    if len(toks) <= width:
-        return [" ".join(toks)] if toks else []
-    return [" ".join(toks[i : i + width]) for i in range(len(toks) - width + 1)]
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    for run in re.finditer(r"\w+", every):
+        classes[run.start() : run.end()] = _WORD
+    for _, first, last in UNSEGMENTED_RANGES:
+        block = classes[first : last + 1]
+        block[block == _WORD] = _SOLO
+    return classes
 
 
-def _token_hash(token: str) -> int:
-    return int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+_CLASSES = _code_point_classes()
+# Powers of _BASE and of its inverse by position, grown (doubling) to the longest text seen.
+_POWERS = (np.ones(0, dtype=np.uint64), np.ones(0, dtype=np.uint64))
 
 
-def _token_hashes(toks: list[str]) -> np.ndarray:
-    memo = _TOKEN_HASHES
-    try:
-        return np.array(list(map(memo.__getitem__, toks)), dtype=np.uint64)
-    except KeyError:
-        missing = set(toks).difference(memo)
-    if len(memo) + len(missing) > _TOKEN_MEMO_LIMIT:
-        memo.clear()
-        missing = set(toks)
-    memo.update((t, _token_hash(t)) for t in missing)
-    return np.array(list(map(memo.__getitem__, toks)), dtype=np.uint64)
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    global _POWERS
+    if len(_POWERS[0]) < n:
+        size = max(1024, 1 << (n - 1).bit_length())
+        tables = []
+        for factor in (_BASE, pow(_BASE, -1, 1 << 64)):
+            table = np.full(size, factor, dtype=np.uint64)
+            table[0] = 1
+            tables.append(np.cumprod(table, out=table))  # uint64 products wrap mod 2**64
+        _POWERS = (tables[0], tables[1])
+    return _POWERS
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def _segment(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Code points of normalised ``text`` and the [start, end) code point offsets of its tokens."""
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    classes = _CLASSES[points]
+    word = classes != _NON_WORD
+    glue = classes == _WORD
+    joins = glue[1:] & glue[:-1]  # joins[i]: code point i + 1 continues the token of code point i
+    edge = np.ones(1, dtype=bool)
+    starts = np.flatnonzero(word & np.concatenate((edge, ~joins)))
+    ends = np.flatnonzero(word & np.concatenate((~joins, edge))) + 1
+    return points, starts, ends
 
 
 def _fmix64(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> _SHIFT33)
-    x = x * _FMIX1
-    x = x ^ (x >> _SHIFT33)
-    x = x * _FMIX2
+    x *= _FMIX1
+    x ^= x >> _SHIFT33
+    x *= _FMIX2
     return x ^ (x >> _SHIFT33)
+
+
+def _token_hashes(normalised: str) -> np.ndarray:
+    """fmix64 of each token's polynomial hash, in text order, from one prefix sum over the text."""
+    points, starts, ends = _segment(normalised)
+    powers, inverses = _powers(len(points))
+    prefix = np.zeros(len(points) + 1, dtype=np.uint64)
+    np.cumsum(points * powers[: len(points)], out=prefix[1:])
+    return _fmix64((prefix[ends] - prefix[starts]) * inverses[starts])
 
 
 def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
@@ -97,14 +149,45 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     return _fmix64(folded)
 
 
+def tokens(text: str) -> list[str]:
+    """Tokens of NFKC-normalised, lower-cased ``text``: ``\\w+`` runs, except that every word
+    character of an unsegmented script (:data:`UNSEGMENTED_RANGES`) is a token of its own."""
+    normalised = _normalise(text)
+    _, starts, ends = _segment(normalised)
+    return [normalised[start:end] for start, end in zip(starts.tolist(), ends.tolist())]
+
+
+def shingles(text: str, width: int = 4) -> list[str]:
+    """Overlapping ``width``-grams of :func:`tokens`, space-joined.
+
+    A text shorter than ``width`` tokens is one shingle of all its tokens; empty text gives ``[]``.
+    """
+    _check_width(width)
+    toks = tokens(text)
+    if len(toks) <= width:
+        return [" ".join(toks)] if toks else []
+    return [" ".join(toks[i : i + width]) for i in range(len(toks) - width + 1)]
+
+
 def shingle_hash(shingle: str) -> int:
-    """The 64-bit hash :func:`simhash` gives ``shingle`` (a space-joined run of tokens)."""
-    return int(_shingle_hashes(_token_hashes(shingle.split(" ")), width=len(shingle.split(" ")))[0])
+    """The 64-bit hash fingerprinting gives ``shingle``, a string as :func:`shingles` returns it.
+
+    The shingle is re-tokenised, so the hash is the fold over all its tokens: exactly the value the
+    text path computes for the same run of tokens.
+    """
+    token_hashes = _token_hashes(_normalise(shingle))
+    if len(token_hashes) == 0:
+        raise ValueError(f"a shingle needs at least one token, got {shingle!r}")
+    return int(_shingle_hashes(token_hashes, width=len(token_hashes))[0])
 
 
 def _check_width(width: int) -> None:
     if width < 1:
         raise ValueError(f"shingle width must be >= 1, got {width}")
+
+
+# _BYTE_BITS[v, k] is bit k of byte value v: turns per-byte weight tallies into per-bit votes.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -135,7 +218,7 @@ class Fingerprinter:
 
     def shingle_hashes(self, text: str) -> np.ndarray:
         """Hashes of every shingle of ``text`` in text order, repeats included."""
-        return _shingle_hashes(_token_hashes(tokens(text)), self.width)
+        return _shingle_hashes(_token_hashes(_normalise(text)), self.width)
 
     def boilerplate_hashes(self, boilerplate: Iterable[str]) -> np.ndarray:
         """Sorted hashes of boilerplate shingle strings, ready for :meth:`signature`."""
@@ -150,17 +233,22 @@ class Fingerprinter:
         return Signature(self.vote(hashes, counts), hashes)
 
     def vote(self, hashes: np.ndarray, counts: np.ndarray) -> int:
-        """Charikar's bit vote: bit i is set where the weights of hashes with bit i set outweigh the rest."""
+        """Charikar's bit vote: bit i is set where the weights of hashes with bit i set outweigh the rest.
+
+        Tallies weights per byte value (8 bincounts) instead of unpacking 64 bits per hash.
+        """
         if len(hashes) == 0:
             return 0
-        # float64 sums of integer weights are exact far beyond any text SIMHASH_MAX_CHARS admits.
-        weights = counts.astype(np.float64) if self.weighting == "frequency" else np.ones(len(hashes))
-        bits = np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-        majority = 2 * (weights @ bits) > weights.sum()
-        value = int(np.packbits(majority, bitorder="little").view("<u8")[0])
-        return value & self._mask
+        # float64 sums of integer weights are exact up to 2**53, far beyond any text's shingle count.
+        weights = counts.astype(np.float64) if self.weighting == "frequency" else None
+        columns = hashes.astype("<u8").view(np.uint8).reshape(-1, 8).T
+        tallies = np.stack([np.bincount(column, weights, minlength=256) for column in columns])
+        total = len(hashes) if weights is None else weights.sum()
+        majority = 2 * (tallies @ _BYTE_BITS).ravel() > total
+        return int(np.packbits(majority, bitorder="little").view("<u8")[0]) & self._mask
 
     def fingerprint(self, text: str, boilerplate: np.ndarray | None = None) -> int:
+        """The fingerprint alone (see :meth:`signature`)."""
         return self.signature(text, boilerplate).fingerprint
 
 
@@ -179,7 +267,9 @@ def simhash(
 
 
 def hamming(a: int, b: int) -> int:
-    """Number of differing bits between two fingerprints."""
+    """Number of differing bits between two fingerprints (non-negative ints)."""
+    if a < 0 or b < 0:
+        raise ValueError(f"fingerprints are non-negative, got {a} and {b}")
     return (a ^ b).bit_count()
 
 
@@ -202,8 +292,12 @@ def band_keys(fingerprint: int, bands: int = 4, bits: int = 64) -> list[tuple[in
     Pigeonhole: two fingerprints within ``bands - 1`` bits agree on at least one block.
     Block sizes differ by at most one bit when ``bands`` does not divide ``bits``.
     """
+    if not 1 <= bits <= 64:
+        raise ValueError(f"bits must be between 1 and 64, got {bits}")
     if not 1 <= bands <= bits:
         raise ValueError(f"bands must be between 1 and {bits}, got {bands}")
+    if not 0 <= fingerprint < 1 << bits:
+        raise ValueError(f"fingerprint {fingerprint} does not fit in {bits} unsigned bits")
     keys = []
     start = 0
     for band in range(bands):
