@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
+# Throwaway redis-server processes and a local Redis Cluster (fixtures for fault and cluster tests).
+pytest_plugins = ["redis_servers"]
+
 REDIS_URL = os.environ.get("SIMHASH_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
 CORPUS = Path(os.environ.get("SIMHASH_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"))
 
