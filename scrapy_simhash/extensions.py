@@ -1,0 +1,263 @@
+"""Learns, per host, which shingles are site furniture (navigation, sidebars, footers) to leave out of fingerprints.
+
+Enabled in ``EXTENSIONS``; the pipeline asks it for a host's set. README "Boilerplate" explains the
+warm-up design: a host's first pages wait until its set is learned, so every page of a host is
+fingerprinted with the same set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from scrapy import signals
+
+from scrapy_simhash.fingerprint import Fingerprinter, shingles
+from scrapy_simhash.guard import IndexUnavailable
+from scrapy_simhash.settings import data_file, read
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_simhash.guard import GuardedIndex
+
+__all__ = ["NO_BOILERPLATE", "Boilerplate", "BoilerplateLearner", "summary_path"]
+
+logger = logging.getLogger(__name__)
+
+# How often held pages are checked for a warm-up that can no longer complete.
+TICK_SECONDS = 0.5
+# How many of the most widespread boilerplate shingles are written out as text for people to read.
+TOP_SHINGLES = 50
+
+
+class Boilerplate(NamedTuple):
+    """A host's boilerplate set: sorted distinct 64-bit shingle hashes and the version that names it.
+
+    Version 0 is the empty set of a host that had too few pages to learn from.
+    """
+
+    version: int
+    hashes: np.ndarray
+
+
+NO_BOILERPLATE = Boilerplate(0, np.empty(0, dtype=np.uint64))
+
+
+@dataclass
+class _Warmup:
+    """The pages of a host held back while its set is learned: bounded by SIMHASH_BOILERPLATE_MIN_PAGES."""
+
+    ready: asyncio.Future[Boilerplate]
+    pages: list[np.ndarray] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    last_page: float = field(default_factory=time.monotonic)
+
+
+def summary_path(key_prefix: str, host: str) -> str:
+    """Where the readable summary of a host's learned set is written (for ``scrapy simhash-boilerplate``)."""
+    safe = re.sub(r"[^\w.-]+", "_", f"{key_prefix}/{host or '_'}")
+    return data_file(f"boilerplate/{safe}.json")
+
+
+class BoilerplateLearner:
+    """Per-host boilerplate sets: loaded from the index, or learned from a host's first pages.
+
+    A shingle is boilerplate when it occurs on more than ``SIMHASH_BOILERPLATE_MIN_SHARE`` of the
+    host's first ``SIMHASH_BOILERPLATE_MIN_PAGES`` pages (and on at least two). Those pages are the
+    only sample: memory per host is one array of shingle hashes per held page, freed once learned.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        assert crawler.spider is not None
+        config = read(crawler.settings, crawler.spider.name)
+        self.min_share = config.boilerplate_min_share
+        self.min_pages = config.boilerplate_min_pages
+        self.max_held = config.boilerplate_max_held
+        self.warmup_timeout = config.boilerplate_warmup_timeout
+        self.key_prefix = config.key_prefix
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.store: GuardedIndex | None = None
+        self.fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
+        self.held = 0
+        self._sets: dict[str, Boilerplate] = {}
+        self._warmups: dict[str, _Warmup] = {}
+        self._loads: dict[str, asyncio.Task[None]] = {}
+        self._saves: set[asyncio.Task[None]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._stalled_ticks = 0
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BoilerplateLearner:
+        return cls(crawler)
+
+    def bind(self, store: GuardedIndex, fingerprinter: Fingerprinter) -> None:
+        """Called by the pipeline once its index is open: sets are loaded from and saved to it."""
+        self.store = store
+        self.fingerprinter = fingerprinter
+        self._ticker = asyncio.ensure_future(self._tick())
+
+    async def boilerplate_for(self, host: str, text: str) -> Boilerplate:
+        """The set to fingerprint ``text`` of ``host`` with; during a host's warm-up, waits for it."""
+        if host in self._sets:
+            return self._sets[host]
+        if host not in self._warmups:
+            await self._load(host)
+            if host in self._sets:
+                return self._sets[host]
+        warmup = self._warmups.get(host)
+        if warmup is None:
+            warmup = self._warmups[host] = _Warmup(asyncio.get_running_loop().create_future())
+        warmup.pages.append(np.unique(self.fingerprinter.shingle_hashes(text)))
+        warmup.texts.append(text)
+        warmup.last_page = time.monotonic()
+        self.held += 1
+        self.stats.max_value("simhash/boilerplate/held_max", self.held)
+        if len(warmup.pages) >= self.min_pages:
+            self._finish(host, "learned")
+        elif self.held > self.max_held:
+            self._finish(max(self._warmups, key=lambda h: len(self._warmups[h].pages)), "buffer full")
+        return await asyncio.shield(warmup.ready)
+
+    def flush(self, reason: str) -> None:
+        """End every warm-up now (a host with too few pages gets no set for this crawl)."""
+        for host in list(self._warmups):
+            self._finish(host, reason)
+
+    async def close(self) -> None:
+        """Release held pages and wait for pending saves; the pipeline calls this before closing its index."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.flush("spider closing")
+        if self._saves:
+            await asyncio.gather(*self._saves, return_exceptions=True)
+
+    def spider_closed(self) -> None:
+        for host, boilerplate in sorted(self._sets.items()):
+            logger.info(
+                "Boilerplate of %(host)r: version %(version)d, %(size)d shingles",
+                {"host": host, "version": boilerplate.version, "size": len(boilerplate.hashes)},
+                extra={"spider": self.crawler.spider},
+            )
+
+    async def _load(self, host: str) -> None:
+        task = self._loads.get(host)
+        if task is None:
+            task = self._loads[host] = asyncio.ensure_future(self._fetch(host))
+            task.add_done_callback(lambda _: self._loads.pop(host, None))
+        await asyncio.shield(task)
+
+    async def _fetch(self, host: str) -> None:
+        assert self.store is not None, "bind() the learner to an index first"
+        try:
+            stored = await self.store.call("load_boilerplate", host)
+        except IndexUnavailable as exc:
+            logger.warning("Could not load the boilerplate of %r, learning it again: %s", host, exc)
+            return
+        if stored is not None:
+            version, hashes = stored
+            self._publish(host, Boilerplate(int(version), np.asarray(hashes, dtype=np.uint64)), "loaded")
+
+    def _publish(self, host: str, boilerplate: Boilerplate, how: str) -> None:
+        self._sets[host] = boilerplate
+        self.stats.inc_value(f"simhash/boilerplate/hosts_{how}")
+        if boilerplate.version:
+            self.stats.set_value(f"simhash/boilerplate/version/{host}", boilerplate.version)
+            self.stats.set_value(f"simhash/boilerplate/shingles/{host}", len(boilerplate.hashes))
+
+    def _finish(self, host: str, reason: str) -> None:
+        warmup = self._warmups.pop(host)
+        self.held -= len(warmup.pages)
+        if len(warmup.pages) >= self.min_pages:
+            boilerplate = self._learn(host, warmup)
+            self._publish(host, boilerplate, "learned")
+        else:
+            boilerplate = NO_BOILERPLATE
+            self._publish(host, boilerplate, "without")
+            logger.info(
+                "No boilerplate for %(host)r in this crawl: %(pages)d pages before warm-up ended (%(reason)s),"
+                " %(needed)d needed",
+                {"host": host, "pages": len(warmup.pages), "reason": reason, "needed": self.min_pages},
+                extra={"spider": self.crawler.spider},
+            )
+        warmup.ready.set_result(boilerplate)
+
+    def _learn(self, host: str, warmup: _Warmup) -> Boilerplate:
+        hashes, counts = np.unique(np.concatenate(warmup.pages), return_counts=True)
+        keep = (counts > self.min_share * len(warmup.pages)) & (counts >= 2)
+        boilerplate = Boilerplate(int(time.time()), hashes[keep])
+        self._write_summary(host, boilerplate, warmup, dict(zip(hashes[keep].tolist(), counts[keep].tolist())))
+        assert self.store is not None
+        save = asyncio.ensure_future(self._save(host, boilerplate))
+        self._saves.add(save)
+        save.add_done_callback(self._saves.discard)
+        return boilerplate
+
+    async def _save(self, host: str, boilerplate: Boilerplate) -> None:
+        assert self.store is not None
+        try:
+            await self.store.call("save_boilerplate", host, boilerplate.version, boilerplate.hashes)
+        except IndexUnavailable as exc:
+            logger.warning("Could not save the boilerplate of %r; the next crawl learns it again: %s", host, exc)
+
+    def _write_summary(self, host: str, boilerplate: Boilerplate, warmup: _Warmup, counts: dict[int, int]) -> None:
+        """The most widespread boilerplate shingles as text: the index keeps hashes only."""
+        texts: dict[int, str] = {}
+        for text in warmup.texts:
+            if len(texts) == len(counts):
+                break
+            hashes = self.fingerprinter.shingle_hashes(text).tolist()
+            texts.update((h, s) for h, s in zip(hashes, shingles(text, self.fingerprinter.width)) if h in counts)
+        top = sorted(counts, key=counts.__getitem__, reverse=True)[:TOP_SHINGLES]
+        summary = {
+            "host": host,
+            "version": boilerplate.version,
+            "pages": len(warmup.pages),
+            "size": len(boilerplate.hashes),
+            "top": [{"shingle": texts.get(h, ""), "pages": counts[h]} for h in top],
+        }
+        path = Path(summary_path(self.key_prefix, host))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+        logger.info(
+            "Learned the boilerplate of %(host)r from %(pages)d pages: %(size)d shingles, version %(version)d",
+            {"host": host, "pages": len(warmup.pages), "size": len(boilerplate.hashes), "version": boilerplate.version},
+            extra={"spider": self.crawler.spider},
+        )
+
+    async def _tick(self) -> None:
+        """End warm-ups that cannot complete: a quiet host, a stalled crawl or a full scraper slot."""
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            if not self._warmups:
+                continue
+            now = time.monotonic()
+            for host in [h for h, w in self._warmups.items() if now - w.last_page >= self.warmup_timeout]:
+                self._finish(host, "no new page for SIMHASH_BOILERPLATE_WARMUP_TIMEOUT")
+            self._stalled_ticks = self._stalled_ticks + 1 if self._crawl_stalled() else 0
+            if self._stalled_ticks >= 2:
+                self.flush("nothing left to crawl")
+            elif self._warmups and self._scraper_full():
+                self._finish(max(self._warmups, key=lambda h: len(self._warmups[h].pages)), "scraper slot full")
+
+    def _crawl_stalled(self) -> bool:
+        """True when every page still in flight is one this learner holds."""
+        engine = self.crawler.engine
+        if engine is None or engine.scheduler is None:
+            return False
+        return not engine.downloader.active and not engine.scheduler.has_pending_requests()
+
+    def _scraper_full(self) -> bool:
+        """Held pages keep their responses active; past SCRAPER_SLOT_MAX_ACTIVE_SIZE the engine stops downloading."""
+        engine = self.crawler.engine
+        slot = engine.scraper.slot if engine is not None else None
+        return slot is not None and slot.needs_backout()

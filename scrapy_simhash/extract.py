@@ -1,0 +1,95 @@
+"""Item fields -> the plain text that is fingerprinted, for every item type ``itemadapter`` knows.
+
+HTML is converted to text with ``html-text`` first: markup is never fingerprinted, or every page of
+a site would look alike through its tags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import html_text
+from itemadapter import ItemAdapter
+
+from scrapy_simhash.fingerprint import tokens
+
+__all__ = ["BadFieldError", "exact_digest", "extract_text", "field_value", "host_of", "looks_like_html"]
+
+# An opening/self-closing tag, a comment or a doctype: enough to tell markup from prose that
+# merely mentions "a < b" or "<http://...>".
+_TAG = re.compile(r"<[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>|<!--|<!doctype\b", re.IGNORECASE)
+
+
+class BadFieldError(ValueError):
+    """A content field holds a value that is not text (a dict, an object...)."""
+
+
+def looks_like_html(value: str) -> bool:
+    return _TAG.search(value) is not None
+
+
+def _strings(name: str, value: Any) -> Iterable[str]:
+    if value is None:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (bytes, bytearray)):
+        yield bytes(value).decode("utf-8", errors="replace")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
+    elif isinstance(value, (list, tuple)):
+        for element in value:
+            yield from _strings(name, element)
+    else:
+        raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not text")
+
+
+def extract_text(item: Any, fields: Iterable[str], html_fields: Iterable[str] | None = None) -> str:
+    """The text of ``fields`` of ``item``, in order, one paragraph each; missing fields are skipped.
+
+    ``html_fields=None`` treats every value that contains markup as HTML; a list names exactly the
+    fields that hold HTML. Lists of strings are joined; bytes are read as UTF-8.
+    """
+    adapter = item if isinstance(item, ItemAdapter) else ItemAdapter(item)
+    html = None if html_fields is None else frozenset(html_fields)
+    parts = []
+    for name in fields:
+        for value in _strings(name, adapter.get(name)):
+            is_html = looks_like_html(value) if html is None else name in html
+            text = html_text.extract_text(value) if is_html else value
+            if text.strip():
+                parts.append(text.strip())
+    return "\n\n".join(parts)
+
+
+def field_value(adapter: ItemAdapter, name: str | None) -> str:
+    """A scalar field (id, URL, host, retention class) as a string; "" when absent."""
+    if name is None:
+        return ""
+    value = adapter.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else ""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, (str, int)):
+        return str(value)
+    raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not a string")
+
+
+def host_of(url: str) -> str:
+    """The lower-cased host of ``url`` ("" for file: and other host-less URLs)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def exact_digest(text: str) -> str:
+    """Digest of the normalised token sequence: the key of the exact index for short texts."""
+    return hashlib.blake2b(" ".join(tokens(text)).encode("utf-8"), digest_size=16).hexdigest()

@@ -1,0 +1,181 @@
+"""The merge log: one audit record per verified candidate, merged or rejected, as JSON lines or a Redis Stream.
+
+A record keeps both ids, URLs and fingerprints, the distance, the Jaccard similarity and the rule
+that decided, so a duplicate is never lost and a different threshold can be re-evaluated later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+from scrapy.exporters import JsonLinesItemExporter
+
+__all__ = ["MergeLog", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
+
+logger = logging.getLogger(__name__)
+
+DECISIONS = ("merged", "rejected")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The parameters that decided a merge; recorded with it so a decision can be re-checked."""
+
+    max_distance: int
+    jaccard_threshold: float
+    weighting: str
+    shingle_width: int
+    boilerplate_version: int
+    layout: str
+
+
+def fingerprint_hex(fingerprint: int) -> str:
+    """16 lower-case hex digits: JSON numbers lose 64-bit precision in most readers."""
+    return f"{fingerprint:016x}"
+
+
+def merge_record(
+    *,
+    decision: str,
+    canonical_id: str,
+    canonical_url: str,
+    duplicate_id: str,
+    duplicate_url: str,
+    canonical_fingerprint: int,
+    duplicate_fingerprint: int,
+    distance: int,
+    jaccard: float,
+    rule: Rule,
+) -> dict[str, Any]:
+    """One merge-log record in the documented schema (README "Merge log")."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "decision": decision,
+        "canonical_id": canonical_id,
+        "canonical_url": canonical_url,
+        "duplicate_id": duplicate_id,
+        "duplicate_url": duplicate_url,
+        "canonical_fingerprint": fingerprint_hex(canonical_fingerprint),
+        "duplicate_fingerprint": fingerprint_hex(duplicate_fingerprint),
+        "distance": int(distance),
+        "jaccard": float(jaccard),
+        "rule": asdict(rule),
+    }
+
+
+class MergeLog(ABC):
+    """Where merge-log records go; :func:`open_merge_log` picks the writer from a URI."""
+
+    @abstractmethod
+    async def write(self, record: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class FileMergeLog(MergeLog):
+    """Appends JSON lines through Scrapy's ``JsonLinesItemExporter``; a recrawl extends the same file.
+
+    Each record is one short local write, as in Scrapy's own feed storage, and is flushed at once so
+    a killed crawl keeps every decision it made.
+    """
+
+    def __init__(self, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
+        self._exporter = JsonLinesItemExporter(self._file, ensure_ascii=False)
+        self._exporter.start_exporting()
+
+    async def write(self, record: dict[str, Any]) -> None:
+        self._exporter.export_item(record)
+        self._file.flush()
+
+    async def close(self) -> None:
+        self._exporter.finish_exporting()
+        self._file.close()
+
+
+class StreamMergeLog(MergeLog):
+    """XADDs each record to a Redis Stream; every field is a string (the rule as a JSON object)."""
+
+    def __init__(self, url: str, stream: str) -> None:
+        self.stream = stream
+        self._client = redis.asyncio.Redis.from_url(url)
+
+    async def write(self, record: dict[str, Any]) -> None:
+        await self._client.xadd(self.stream, _stream_fields(record))
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _stream_fields(record: dict[str, Any]) -> dict[str, str]:
+    return {key: json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value) for key, value in record.items()}
+
+
+def _from_stream_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:
+    record: dict[str, Any] = {key.decode(): value.decode() for key, value in fields.items()}
+    record["rule"] = json.loads(record["rule"])
+    record["distance"] = int(record["distance"])
+    record["jaccard"] = float(record["jaccard"])
+    return record
+
+
+def _split_stream_uri(uri: str, default_stream: str) -> tuple[str, str]:
+    """``redis://host:port/db?stream=KEY`` -> (connection URL, stream key)."""
+    parts = urlsplit(uri)
+    query = parse_qs(parts.query)
+    stream = query.pop("stream", [default_stream])[0]
+    rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
+    return urlunsplit(parts._replace(query=rest)), stream
+
+
+def _is_redis(uri: str) -> bool:
+    return urlsplit(uri).scheme in ("redis", "rediss", "unix")
+
+
+def open_merge_log(uri: str, default_stream: str) -> MergeLog:
+    """A file path (or ``file://`` URI) gives JSON lines; ``redis://...[?stream=KEY]`` a Redis Stream."""
+    if _is_redis(uri):
+        return StreamMergeLog(*_split_stream_uri(uri, default_stream))
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return FileMergeLog(parts.path)
+    if parts.scheme and len(parts.scheme) > 1:
+        raise ValueError(f"merge log must be a file path, file:// or redis:// URI, got {uri!r}")
+    return FileMergeLog(os.path.expanduser(uri))
+
+
+def read_merge_log(uri: str, default_stream: str = "") -> Iterator[dict[str, Any]]:
+    """Every record of a merge log, oldest first, in the same shape as :func:`merge_record` wrote it."""
+    if _is_redis(uri):
+        url, stream = _split_stream_uri(uri, default_stream)
+        client = redis.Redis.from_url(url)
+        try:
+            last = "-"
+            while batch := client.xrange(stream, min=last, count=1000):
+                for entry_id, fields in batch:
+                    yield _from_stream_fields(fields)
+                last = "(" + entry_id.decode()
+        finally:
+            client.close()
+        return
+    path = urlsplit(uri).path if uri.startswith("file://") else uri
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
