@@ -1,0 +1,165 @@
+"""Property tests: the vectorised core equals a slow pure-Python reading of the README specification,
+tokens equal ``re``'s ``\\w``, hamming is a metric, band_keys keeps the pigeonhole guarantee."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_simhash import fingerprint
+from scrapy_simhash.fingerprint import (
+    UNSEGMENTED_RANGES,
+    Fingerprinter,
+    band_keys,
+    hamming,
+    shingle_hash,
+    shingles,
+    simhash,
+    tokens,
+)
+
+# The constants as the README states them (not imported: this checks the documentation).
+MASK = (1 << 64) - 1
+BASE = 0x9E3779B185EBCA87
+FOLD = 0x9E3779B97F4A7C15
+FMIX = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
+SOLO = "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for _, first, last in UNSEGMENTED_RANGES)
+# A word char of an unsegmented script alone, else a run of the other word chars.
+REFERENCE_TOKEN = re.compile(rf"[^\W{SOLO}]+|\w")
+
+
+def reference_tokens(text: str) -> list[str]:
+    return REFERENCE_TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = x * FMIX[0] & MASK
+    x ^= x >> 33
+    x = x * FMIX[1] & MASK
+    return x ^ x >> 33
+
+
+def reference_token_hash(token: str) -> int:
+    return fmix64(sum(ord(char) * pow(BASE, j, 1 << 64) for j, char in enumerate(token)) & MASK)
+
+
+def reference_shingle_hash(token_hashes: list[int]) -> int:
+    folded = 0
+    for value in token_hashes:
+        folded = (folded * FOLD + value) & MASK
+    return fmix64(folded)
+
+
+def reference_simhash(text: str, width: int = 4, weighting: str = "frequency") -> int:
+    """Charikar's SimHash, one bit and one shingle at a time."""
+    hashes = list(map(reference_token_hash, reference_tokens(text)))
+    span = min(width, len(hashes))
+    counts = Counter(reference_shingle_hash(hashes[i : i + span]) for i in range(len(hashes) - span + 1))
+    weights = {h: count if weighting == "frequency" else 1 for h, count in counts.items()}
+    total = sum(weights.values())
+    return sum(1 << bit for bit in range(64) if 2 * sum(w for h, w in weights.items() if h >> bit & 1) > total)
+
+
+WORDS = ["scrapy", "Spider", "item", "ÉTÉ", "ﬁle", "x_1", "42", "東京", "は", "ภาษาไทย", "한국어", "مرحبا", "ー々"]
+texts = st.one_of(
+    st.text(max_size=200),
+    st.lists(st.sampled_from(WORDS), max_size=40).flatmap(
+        lambda words: st.lists(st.sampled_from([" ", "", ", ", "。", "\n", "-"]), min_size=len(words), max_size=len(words)).map(
+            lambda seps: "".join(w + s for w, s in zip(words, seps))
+        )
+    ),
+)
+
+
+def test_word_characters_are_exactly_those_of_re_backslash_w() -> None:
+    """CPython's ``\\w`` is ``isalnum() or '_'``; the lookup table must agree on every code point."""
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    expected = np.fromiter((char.isalnum() or char == "_" for char in every), dtype=bool, count=len(every))
+    classes = fingerprint._CLASSES
+    assert np.array_equal(classes != 0, expected)
+    solo = np.zeros(len(every), dtype=bool)
+    for _, first, last in UNSEGMENTED_RANGES:
+        solo[first : last + 1] = True
+    assert np.array_equal(classes == 2, expected & solo)
+
+
+@given(texts)
+def test_tokens_equal_the_regular_expression(text: str) -> None:
+    assert tokens(text) == reference_tokens(text)
+
+
+def test_tokens_of_corpus_pages_equal_the_regular_expression(corpus: list[dict]) -> None:
+    for doc in corpus[::20]:
+        assert tokens(doc["body_text"]) == reference_tokens(doc["body_text"])
+
+
+def test_lone_surrogates_are_not_word_characters() -> None:
+    text = b"caf\xe9 ok".decode("utf-8", "surrogateescape")
+    assert tokens(text) == reference_tokens(text) == ["caf", "ok"]
+    assert simhash(text) == reference_simhash(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts, st.integers(1, 5), st.sampled_from(["frequency", "presence"]))
+def test_fingerprint_equals_the_specification(text: str, width: int, weighting: str) -> None:
+    assert simhash(text, width=width, weighting=weighting) == reference_simhash(text, width, weighting)
+
+
+def test_corpus_fingerprints_equal_the_specification(corpus: list[dict]) -> None:
+    for doc in corpus[::100]:
+        text = doc["body_text"][:3000]
+        assert simhash(text) == reference_simhash(text)
+
+
+@given(texts, st.integers(1, 5))
+def test_shingle_strings_hash_as_in_the_text(text: str, width: int) -> None:
+    strings = shingles(text, width)
+    assert Fingerprinter(width=width).shingle_hashes(text).tolist() == [shingle_hash(s) for s in strings]
+    for string in strings[:3]:
+        assert shingle_hash(string) == reference_shingle_hash(list(map(reference_token_hash, string.split(" "))))
+
+
+fingerprints = st.integers(0, (1 << 64) - 1)
+
+
+@given(fingerprints, fingerprints, fingerprints)
+def test_hamming_is_a_metric_and_counts_differing_bits(a: int, b: int, c: int) -> None:
+    assert hamming(a, b) == sum((a >> bit & 1) != (b >> bit & 1) for bit in range(64))
+    assert hamming(a, b) == hamming(b, a)
+    assert (hamming(a, b) == 0) == (a == b)
+    assert hamming(a, c) <= hamming(a, b) + hamming(b, c)
+
+
+@st.composite
+def band_layouts(draw: st.DrawFn) -> tuple[int, int, int, int]:
+    """(bits, bands, fingerprint, a fingerprint at most bands - 1 bits away)."""
+    bits = draw(st.integers(1, 64))
+    bands = draw(st.integers(1, bits))
+    value = draw(st.integers(0, (1 << bits) - 1))
+    flips = draw(st.sets(st.integers(0, bits - 1), max_size=bands - 1))
+    return bits, bands, value, value ^ sum(1 << bit for bit in flips)
+
+
+@given(band_layouts())
+def test_band_keys_pigeonhole(layout: tuple[int, int, int, int]) -> None:
+    bits, bands, a, b = layout
+    assert hamming(a, b) <= bands - 1
+    assert set(band_keys(a, bands, bits)) & set(band_keys(b, bands, bits))
+
+
+@given(band_layouts())
+def test_band_keys_reassemble_the_fingerprint(layout: tuple[int, int, int, int]) -> None:
+    bits, bands, value, _ = layout
+    keys = band_keys(value, bands, bits)
+    sizes = [bits // bands + (band < bits % bands) for band in range(bands)]
+    assert [band for band, _ in keys] == list(range(bands))
+    assert sum(sizes) == bits and max(sizes) - min(sizes) <= 1
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    assert all(block < 1 << size for (_, block), size in zip(keys, sizes))
+    assert sum(block << offset for (_, block), offset in zip(keys, offsets)) == value
