@@ -1,6 +1,7 @@
-"""Fingerprinting throughput against the tokenise-only floor and a naive per-bit SimHash, same run.
+"""Fingerprinting throughput against the tokenise-only floor and a naive per-bit SimHash, same run;
+then the distance a one-word edit causes on corpus paragraphs, against Charikar's expectation.
 
-    python benchmarks/fingerprint.py [--corpus PATH] [--repeat 3] [--naive-every 10]
+    python benchmarks/fingerprint.py [--corpus PATH] [--repeat 3] [--naive-every 10] [--edits 1000]
 
 Every figure is measured in this run on the same machine, so the printed ratios are what to compare
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
+import random
 import re
 import time
 import unicodedata
@@ -18,7 +21,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from scrapy_simhash.fingerprint import Fingerprinter
+import numpy as np
+
+from scrapy_simhash.fingerprint import Fingerprinter, hamming
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
@@ -52,15 +57,44 @@ def throughput(func: Callable[[str], object], texts: list[str], megabytes: float
     return megabytes / best
 
 
+def edit_distances(texts: set[str], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observed distance and expected distance (64 * angle / pi between the weighted shingle vectors)
+    when one word of each of ``count`` texts is replaced by a new word."""
+    rng = random.Random(1)
+    fingerprinter = Fingerprinter()
+    observed, expected = [], []
+    for text in rng.sample(sorted(texts), min(count, len(texts))):
+        words = text.split(" ")
+        words[rng.randrange(len(words))] = f"qzx{rng.randrange(10**6)}"
+        edited = " ".join(words)
+        (a, ca), (b, cb) = (np.unique(fingerprinter.shingle_hashes(t), return_counts=True) for t in (text, edited))
+        _, ia, ib = np.intersect1d(a, b, assume_unique=True, return_indices=True)
+        cosine = float(ca[ia] @ cb[ib]) / math.sqrt(float(ca @ ca) * float(cb @ cb))
+        expected.append(64 * math.acos(min(1.0, cosine)) / math.pi)
+        observed.append(hamming(fingerprinter.fingerprint(text), fingerprinter.fingerprint(edited)))
+    return np.array(observed), np.array(expected)
+
+
+def print_edit_distances(label: str, texts: set[str], count: int) -> None:
+    observed, expected = edit_distances(texts, count)
+    percentiles = (10, 25, 50, 75, 90)
+    print(f"one-word edit, {len(observed)} distinct {label}; distance percentiles {percentiles}:")
+    print(f"  observed:             {np.percentile(observed, percentiles).round(1).tolist()}")
+    print(f"  expected 64*angle/pi: {np.percentile(expected, percentiles).round(1).tolist()}")
+    print(f"  observed - expected: median {np.median(observed - expected):+.2f}, mean {np.mean(observed - expected):+.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--repeat", type=int, default=3, help="best of N timed passes (default 3)")
     parser.add_argument("--naive-every", type=int, default=10, help="naive baseline on every Nth text (default 10)")
+    parser.add_argument("--edits", type=int, default=1000, help="paragraphs for the one-word-edit figures")
     args = parser.parse_args()
 
     with args.corpus.open(encoding="utf-8") as lines:
-        texts = [f"{doc['title']}\n{doc['body_text']}" for doc in map(json.loads, lines)]
+        docs = [json.loads(line) for line in lines]
+    texts = [f"{doc['title']}\n{doc['body_text']}" for doc in docs]
     sample = texts[:: args.naive_every]
     size = sum(len(t.encode()) for t in texts) / 1e6
     sample_size = sum(len(t.encode()) for t in sample) / 1e6
@@ -77,6 +111,11 @@ def main() -> None:
     print(f"naive per-bit Python SimHash:                    {naive:7.1f} MB/s")
     print(f"ours / floor: {ours / floor:.2f}x (target >= 0.5x)")
     print(f"ours / naive: {ours_on_sample / naive:.1f}x on the same texts (target >= 10x)")
+
+    bodies = {doc["body_text"] for doc in docs}
+    paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}
+    print_edit_distances("paragraphs of 40-400 words", paragraphs, args.edits)
+    print_edit_distances("whole pages (body_text)", bodies, args.edits)
 
 
 if __name__ == "__main__":
