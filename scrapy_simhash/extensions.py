@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from scrapy import signals
 
-from scrapy_simhash.fingerprint import Fingerprinter, shingles
+from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes, shingles
 from scrapy_simhash.guard import IndexUnavailable
 from scrapy_simhash.settings import data_file, read
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from scrapy_simhash.guard import GuardedIndex
 
-__all__ = ["NO_BOILERPLATE", "Boilerplate", "BoilerplateLearner", "summary_path"]
+__all__ = ["NO_BOILERPLATE", "Boilerplate", "BoilerplateLearner", "learn_boilerplate", "summary_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,37 @@ logger = logging.getLogger(__name__)
 TICK_SECONDS = 0.5
 # How many of the most widespread boilerplate shingles are written out as text for people to read.
 TOP_SHINGLES = 50
+
+
+# A shingle on at least this share of the sample is furniture whatever else is true.
+TEMPLATE_SHARE = 0.5
+# Sample pages this similar once the template is gone are copies of one document (its releases,
+# a page reachable under two URLs): they count as one page, or their text would pass for furniture.
+SAME_DOCUMENT_JACCARD = 0.5
+
+
+def learn_boilerplate(pages: list[np.ndarray], min_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The boilerplate of a page sample (one sorted distinct hash array per page), with page counts.
+
+    A shingle is boilerplate when it is on more than ``min_share`` of the sample's distinct
+    documents and on at least two, or on ``TEMPLATE_SHARE`` of its pages. Documents are the pages
+    grouped by Jaccard >= ``SAME_DOCUMENT_JACCARD`` once the template shingles are left out.
+    """
+    hashes, counts = np.unique(np.concatenate(pages), return_counts=True)
+    template = hashes[counts >= TEMPLATE_SHARE * len(pages)]
+    documents: list[np.ndarray] = []  # per document: the union of its pages' non-template shingles
+    for page in pages:
+        content = np.setdiff1d(page, template, assume_unique=True)
+        for i, document in enumerate(documents):
+            if jaccard_hashes(content, document) >= SAME_DOCUMENT_JACCARD:
+                documents[i] = np.union1d(document, content)
+                break
+        else:
+            documents.append(content)
+    spread, per_document = np.unique(np.concatenate([template, *documents]), return_counts=True)
+    keep = (per_document > min_share * len(documents)) & (per_document >= 2)
+    furniture = np.union1d(template, spread[keep])
+    return furniture, counts[np.isin(hashes, furniture, assume_unique=True)]
 
 
 class Boilerplate(NamedTuple):
@@ -82,7 +113,7 @@ class BoilerplateLearner:
         self.min_pages = config.boilerplate_min_pages
         self.max_held = config.boilerplate_max_held
         self.warmup_timeout = config.boilerplate_warmup_timeout
-        self.key_prefix = config.key_prefix
+        self.key_prefix = config.key_prefix.replace("{spider}", crawler.spider.name)
         self.crawler = crawler
         self.stats = crawler.stats
         self.store: GuardedIndex | None = None
@@ -192,10 +223,9 @@ class BoilerplateLearner:
         warmup.ready.set_result(boilerplate)
 
     def _learn(self, host: str, warmup: _Warmup) -> Boilerplate:
-        hashes, counts = np.unique(np.concatenate(warmup.pages), return_counts=True)
-        keep = (counts > self.min_share * len(warmup.pages)) & (counts >= 2)
-        boilerplate = Boilerplate(int(time.time()), hashes[keep])
-        self._write_summary(host, boilerplate, warmup, dict(zip(hashes[keep].tolist(), counts[keep].tolist())))
+        hashes, counts = learn_boilerplate(warmup.pages, self.min_share)
+        boilerplate = Boilerplate(int(time.time()), hashes)
+        self._write_summary(host, boilerplate, warmup, dict(zip(hashes.tolist(), counts.tolist())))
         assert self.store is not None
         save = asyncio.ensure_future(self._save(host, boilerplate))
         self._saves.add(save)

@@ -30,14 +30,19 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_SHINGLE_WIDTH": 4,
     "SIMHASH_WEIGHTING": "frequency",
     "SIMHASH_MAX_DISTANCE": "auto",
-    "SIMHASH_BANDS": None,  # None: max_distance + 1 pigeonhole blocks
+    "SIMHASH_LAYOUT": "blocks",  # with an integer SIMHASH_MAX_DISTANCE: "blocks" or "sampled"
+    "SIMHASH_BANDS": None,  # None: the fewest pigeonhole blocks that guarantee SIMHASH_MAX_DISTANCE
+    "SIMHASH_MULTIPROBE": False,
+    "SIMHASH_LAYOUT_TABLES": None,  # "sampled" layouts only
+    "SIMHASH_LAYOUT_BITS": None,  # "sampled" layouts only
     "SIMHASH_JACCARD_THRESHOLD": 0.82,
     "SIMHASH_ACTION": "drop",
     "SIMHASH_ANNOTATION_FIELD": "duplicate_of",
     "SIMHASH_MAX_GROUP_WARN": 1000,
     # Index
-    "SIMHASH_INDEX_URL": None,  # None: sqlite:/// file in the project data dir (.scrapy/simhash/)
+    "SIMHASH_INDEX_URL": None,  # None: sqlite:///.scrapy/simhash/{spider}.sqlite3 in the project data dir
     "SIMHASH_KEY_PREFIX": "simhash:{spider}",
+    "SIMHASH_RETENTION": None,  # None: {"default": None}, keep records for good; else class -> TTL seconds
     "SIMHASH_ON_INDEX_ERROR": "pass",
     "SIMHASH_INDEX_RETRIES": 2,
     "SIMHASH_INDEX_RETRY_DELAY": 0.1,
@@ -92,6 +97,10 @@ def _optional_str(settings: BaseSettings, name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _optional_int(settings: BaseSettings, name: str, low: int, high: int) -> int | None:
+    return None if _setting(settings, name) is None else _number(settings, name, int, low, high)
+
+
 def _field_list(settings: BaseSettings, name: str) -> list[str]:
     return settings.getlist(name, DEFAULTS[name])
 
@@ -112,13 +121,18 @@ class SimhashSettings:
     shingle_width: int
     weighting: str
     max_distance: int | None  # None: calibrated ("auto")
+    layout: str
     bands: int | None
+    multiprobe: bool
+    layout_tables: int | None
+    layout_bits: int | None
     jaccard_threshold: float
     action: str
     annotation_field: str
     max_group_warn: int
     index_url: str
-    key_prefix: str
+    key_prefix: str  # "{spider}" left in: the index turns it into a Redis Cluster hash tag
+    retention: dict[str, float | None] | None
     on_index_error: str
     index_retries: int
     index_retry_delay: float
@@ -144,8 +158,8 @@ def read(settings: BaseSettings, spider_name: str) -> SimhashSettings:
 
     max_distance = _setting(settings, "SIMHASH_MAX_DISTANCE")
     html_fields = _setting(settings, "SIMHASH_HTML_FIELDS")
-    bands = _setting(settings, "SIMHASH_BANDS")
-    index_url = _setting(settings, "SIMHASH_INDEX_URL") or f"sqlite:///{data_file('index.sqlite3')}"
+    # One SQLite file per spider; open_index() fills in "{spider}", as it does in SIMHASH_KEY_PREFIX.
+    index_url = _setting(settings, "SIMHASH_INDEX_URL") or f"sqlite:///{data_file('{spider}.sqlite3')}"
     return SimhashSettings(
         enabled=settings.getbool("SIMHASH_ENABLED", DEFAULTS["SIMHASH_ENABLED"]),
         fields=_field_list(settings, "SIMHASH_FIELDS"),
@@ -161,13 +175,18 @@ def read(settings: BaseSettings, spider_name: str) -> SimhashSettings:
         max_distance=None
         if str(max_distance).lower() == "auto"
         else _number(settings, "SIMHASH_MAX_DISTANCE", int, 0, 63),
-        bands=None if bands is None else _number(settings, "SIMHASH_BANDS", int, 1, 64),
+        layout=_choice(settings, "SIMHASH_LAYOUT", ("blocks", "sampled")),
+        bands=_optional_int(settings, "SIMHASH_BANDS", 1, 64),
+        multiprobe=settings.getbool("SIMHASH_MULTIPROBE", DEFAULTS["SIMHASH_MULTIPROBE"]),
+        layout_tables=_optional_int(settings, "SIMHASH_LAYOUT_TABLES", 1, 1024),
+        layout_bits=_optional_int(settings, "SIMHASH_LAYOUT_BITS", 1, 64),
         jaccard_threshold=_number(settings, "SIMHASH_JACCARD_THRESHOLD", float, 0.0, 1.0),
         action=_choice(settings, "SIMHASH_ACTION", ACTIONS),
         annotation_field=str(_setting(settings, "SIMHASH_ANNOTATION_FIELD")),
         max_group_warn=_number(settings, "SIMHASH_MAX_GROUP_WARN", int, 1),
         index_url=str(index_url),
-        key_prefix=str(_setting(settings, "SIMHASH_KEY_PREFIX")).format(spider=spider_name),
+        key_prefix=str(_setting(settings, "SIMHASH_KEY_PREFIX")),
+        retention=settings.getdict("SIMHASH_RETENTION") or None,
         on_index_error=_choice(settings, "SIMHASH_ON_INDEX_ERROR", ON_INDEX_ERROR),
         index_retries=_number(settings, "SIMHASH_INDEX_RETRIES", int, 0),
         index_retry_delay=_number(settings, "SIMHASH_INDEX_RETRY_DELAY", float, 0.0),

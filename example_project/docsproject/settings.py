@@ -1,0 +1,28 @@
+"""Settings of the example project: the SimHash pipeline and the boilerplate learner, enabled."""
+
+from pathlib import Path
+
+# Index and merge logs live beside the project (git-ignored), whatever the working directory.
+OUTPUT = Path(__file__).resolve().parents[1] / "output"
+
+BOT_NAME = "docsproject"
+SPIDER_MODULES = ["docsproject.spiders"]
+NEWSPIDER_MODULE = "docsproject.spiders"
+
+ITEM_PIPELINES = {"scrapy_simhash.pipelines.SimhashPipeline": 300}
+EXTENSIONS = {"scrapy_simhash.extensions.BoilerplateLearner": 500}
+
+# The pages are local files (file://): their "site" field names the syndicating site, which is
+# what the boilerplate learner keys its sets on when URLs carry no host.
+SIMHASH_FIELDS = ["title", "body"]
+SIMHASH_HOST_FIELD = "site"
+SIMHASH_MAX_DISTANCE = 7
+SIMHASH_INDEX_URL = f"sqlite:///{OUTPUT}/{{spider}}.sqlite3"
+SIMHASH_MERGE_LOG = f"{OUTPUT}/{{spider}}-merges.jsonl"
+SIMHASH_REVIEW_LOG = f"{OUTPUT}/{{spider}}-review.jsonl"
+
+# Every near-duplicate would otherwise be logged as a WARNING with the whole item.
+DEFAULT_DROPITEM_LOG_LEVEL = "DEBUG"
+LOG_LEVEL = "INFO"
+ROBOTSTXT_OBEY = False
+TELNETCONSOLE_ENABLED = False
