@@ -1,0 +1,223 @@
+-- scrapy-simhash band index: the server side. Python prepends the layout tables (KEYPOS, RESPOS: the
+-- 0-based fingerprint bit positions of each table's key and residual bits) and appends one entry
+-- point; every script shares these helpers. Key schema: README "The band index".
+--
+-- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes.
+-- Bucket members are residuals (< 2^53, exact as doubles), split into 26-bit halves for bit.bxor.
+
+local TWO26 = 67108864
+local P = ARGV[1]
+local FPS, COUNT, EXPIRY, EXACT = P .. ':f', P .. ':n', P .. ':e', P .. ':x'
+
+local function record_key(id)
+    return P .. ':r:' .. id
+end
+
+local function popcount(x)
+    x = x - bit.band(bit.rshift(x, 1), 0x55555555)
+    x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
+    x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
+    x = x + bit.rshift(x, 8)
+    x = x + bit.rshift(x, 16)
+    return bit.band(x, 0x3F)
+end
+
+-- The bucket key and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the same
+-- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
+local function split(fpb, t)
+    local b = {string.byte(fpb, 1, 8)}
+    local function at(pos)
+        return bit.band(bit.rshift(b[8 - math.floor(pos / 8)], pos % 8), 1)
+    end
+    local klo, khi, r = 0, 0, 0
+    for i, pos in ipairs(KEYPOS[t]) do
+        if at(pos) == 1 then
+            if i <= 32 then klo = klo + 2 ^ (i - 1) else khi = khi + 2 ^ (i - 33) end
+        end
+    end
+    for i, pos in ipairs(RESPOS[t]) do
+        if at(pos) == 1 then r = r + 2 ^ (i - 1) end
+    end
+    local key = khi > 0 and string.format('%x%08x', khi, klo) or string.format('%x', klo)
+    return P .. ':b:' .. (t - 1) .. ':' .. key, string.format('%.0f', r)
+end
+
+-- The fingerprint bytes that differ from ``fpb`` at key position ``flip`` (-1: none) and at the
+-- residual bits of table ``t`` set in ``diff``.
+local function rebuild(fpb, t, flip, diff)
+    local b = {string.byte(fpb, 1, 8)}
+    local function toggle(pos)
+        local i = 8 - math.floor(pos / 8)
+        b[i] = bit.bxor(b[i], 2 ^ (pos % 8))
+    end
+    if flip >= 0 then toggle(flip) end
+    local i = 1
+    while diff > 0 do
+        if diff % 2 == 1 then toggle(RESPOS[t][i]) end
+        diff = math.floor(diff / 2)
+        i = i + 1
+    end
+    return string.char(unpack(b))
+end
+
+-- JSON arrays: cjson encodes an empty table as {}, which Python reads back as "no URLs".
+local function append_new(list, values)
+    for _, v in ipairs(values) do
+        local seen = false
+        for _, have in ipairs(list) do
+            if have == v then seen = true break end
+        end
+        if not seen and v ~= '' then list[#list + 1] = v end
+    end
+    return list
+end
+
+local function unband(id, fpb)
+    local raw = redis.call('HGET', FPS, fpb)
+    if not raw then return end
+    local kept = {}
+    for _, other in ipairs(cjson.decode(raw)) do
+        if other ~= id then kept[#kept + 1] = other end
+    end
+    if #kept > 0 then
+        redis.call('HSET', FPS, fpb, cjson.encode(kept))
+        return
+    end
+    redis.call('HDEL', FPS, fpb)
+    for t = 1, #KEYPOS do
+        local bucket, member = split(fpb, t)
+        redis.call('SREM', bucket, member)
+    end
+end
+
+-- Insert buckets are KEYS[1..#KEYPOS] with their residual members in ``members``.
+local function band(id, fpb, members)
+    local raw = redis.call('HGET', FPS, fpb)
+    local ids = raw and cjson.decode(raw) or {}
+    for _, other in ipairs(ids) do
+        if other == id then return end
+    end
+    ids[#ids + 1] = id
+    redis.call('HSET', FPS, fpb, cjson.encode(ids))
+    if not raw then
+        for t = 1, #KEYPOS do redis.call('SADD', KEYS[t], members[t]) end
+    end
+end
+
+-- Insert or replace record ``r`` (fields id, fpb, first_seen, retention, blob, urls, expires);
+-- a replaced record leaves its old buckets or digest, keeps its URLs and its earliest first-seen.
+local function store(r, digest, members)
+    local key = record_key(r.id)
+    local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
+    local first_seen, urls = r.first_seen, cjson.decode(r.urls)
+    if old[1] then
+        if old[4] then redis.call('HDEL', EXACT, old[4]) else unband(r.id, old[1]) end
+        if tonumber(old[2]) < tonumber(first_seen) then first_seen = old[2] end
+        urls = append_new(cjson.decode(old[3]), urls)
+        redis.call('DEL', key)
+    else
+        redis.call('INCR', COUNT)
+    end
+    redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', cjson.encode(urls))
+    if digest then
+        redis.call('HSET', key, 'd', digest)
+        redis.call('HSET', EXACT, digest, r.id)
+    else
+        band(r.id, r.fpb, members)
+    end
+    if r.expires == '' then
+        redis.call('ZREM', EXPIRY, r.id)
+    else
+        redis.call('ZADD', EXPIRY, r.expires, r.id)
+    end
+end
+
+local function read_record(at)
+    return {id = ARGV[at], fpb = ARGV[at + 1], first_seen = ARGV[at + 2], retention = ARGV[at + 3],
+            blob = ARGV[at + 4], urls = ARGV[at + 5], expires = ARGV[at + 6]}
+end
+
+local function erase(id)
+    local key = record_key(id)
+    local old = redis.call('HMGET', key, 'f', 'd')
+    if not old[1] then return 0 end
+    if old[2] then redis.call('HDEL', EXACT, old[2]) else unband(id, old[1]) end
+    redis.call('DEL', key)
+    redis.call('ZREM', EXPIRY, id)
+    if redis.call('DECR', COUNT) <= 0 then redis.call('DEL', COUNT) end
+    return 1
+end
+
+-- ARGV: prefix, mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes,
+-- probe count n, n x (table, flipped key position or -1, query residual), then the record (not 'c').
+-- KEYS: the n probe buckets, insert buckets first. Returns flat (id, fingerprint, distance, blob)*.
+local function check_add()
+    local mode, maxd, fpb, n = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+    local found, out = {}, {}
+    if mode ~= 'a' then
+        for p = 1, n do
+            local a = 5 + 3 * (p - 1)
+            local t, flip, q = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+            local base = flip >= 0 and 1 or 0
+            local qhi = math.floor(q / TWO26)
+            local qlo = q - qhi * TWO26
+            for _, m in ipairs(redis.call('SMEMBERS', KEYS[p])) do
+                local v = tonumber(m)
+                local hi = math.floor(v / TWO26)
+                local xlo = bit.bxor(v - hi * TWO26, qlo)
+                local d = base + popcount(xlo)
+                if d <= maxd then
+                    local xhi = bit.bxor(hi, qhi)
+                    d = d + popcount(xhi)
+                    if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
+                end
+            end
+        end
+        for cand, d in pairs(found) do
+            for _, id in ipairs(cjson.decode(redis.call('HGET', FPS, cand))) do
+                out[#out + 1] = id
+                out[#out + 1] = cand
+                out[#out + 1] = d
+                out[#out + 1] = redis.call('HGET', record_key(id), 's')
+            end
+        end
+    end
+    if mode == 'a' or (mode == 'ca' and #out == 0) then
+        local members = {}
+        for t = 1, #KEYPOS do members[t] = ARGV[5 + 3 * t] end
+        store(read_record(6 + 3 * n), false, members)
+    end
+    return out
+end
+
+-- ARGV: prefix, digest, record. The id already holding the digest, or nil after storing the record.
+local function check_add_exact()
+    local holder = redis.call('HGET', EXACT, ARGV[2])
+    if holder then return holder end
+    store(read_record(3), ARGV[2], nil)
+    return false
+end
+
+-- ARGV: prefix, id, url, first_seen, now, {class: ttl} JSON. 1 if the record exists.
+local function merge()
+    local key = record_key(ARGV[2])
+    local old = redis.call('HMGET', key, 't', 'u', 'c')
+    if not old[1] then return 0 end
+    if tonumber(ARGV[4]) < tonumber(old[1]) then redis.call('HSET', key, 't', ARGV[4]) end
+    redis.call('HSET', key, 'u', cjson.encode(append_new(cjson.decode(old[2]), {ARGV[3]})))
+    local ttl = cjson.decode(ARGV[6])[old[3]]
+    if ttl then redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(ARGV[5]) + ttl), ARGV[2]) end
+    return 1
+end
+
+-- ARGV: prefix, id.
+local function remove()
+    return erase(ARGV[2])
+end
+
+-- ARGV: prefix, now, limit. Erases up to ``limit`` expired records; returns how many.
+local function expire()
+    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+    for _, id in ipairs(due) do erase(id) end
+    return #due
+end

@@ -1,0 +1,177 @@
+"""The shared band index on Redis: every check-and-add is one Lua script call (one round trip).
+
+The script (``redis.lua``) reads the probed buckets, keeps members within the distance, answers with
+their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
+step, so two crawler processes cannot both become canonical. Key schema: README "The band index".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib.resources import files
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from scrapy_simhash.index.base import Candidate, Index, Record
+from scrapy_simhash.index.codec import decode_fingerprint, decode_hashes, encode_fingerprint, encode_hashes
+from scrapy_simhash.index.retention import Retention
+from scrapy_simhash.layout import Layout
+
+logger = logging.getLogger(__name__)
+
+_LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
+_ENTRY_POINTS = ("check_add", "check_add_exact", "merge", "remove", "expire")
+# A bucket member is the fingerprint's residual, a Lua double in the script: exact up to 53 bits.
+_MAX_RESIDUAL_BITS = 53
+_EXPIRE_BATCH = 500
+
+
+def _lua_layout(layout: Layout) -> str:
+    """The layout as Lua tables of 0-based bit positions, prepended to the script source."""
+
+    def tables(positions: list[tuple[int, ...]]) -> str:
+        return "{" + ", ".join("{" + ", ".join(map(str, p)) + "}" for p in positions) + "}"
+
+    keys = [layout.key_positions(t) for t in range(layout.tables)]
+    residuals = [layout.residual_positions(t) for t in range(layout.tables)]
+    return f"local KEYPOS = {tables(keys)}\nlocal RESPOS = {tables(residuals)}\n"
+
+
+class RedisIndex(Index):
+    def __init__(self, url: str, layout: Layout, retention: Retention, prefix: str) -> None:
+        widest = max(len(layout.residual_positions(t)) for t in range(layout.tables))
+        if widest > _MAX_RESIDUAL_BITS:
+            raise ValueError(
+                f"{layout!r} leaves {widest} bits outside a table key; the Redis index needs at most "
+                f"{_MAX_RESIDUAL_BITS} (keys of >= {layout.bits - _MAX_RESIDUAL_BITS} bits): use fewer bands, "
+                "multi-probe, or more bits per sampled table"
+            )
+        self.layout = layout
+        self.retention = retention
+        self.prefix = prefix
+        self.client = aioredis.Redis.from_url(url)
+        source = _lua_layout(layout) + _LUA
+        self._scripts = {name: self.client.register_script(f"{source}\nreturn {name}()") for name in _ENTRY_POINTS}
+        self._ttls = json.dumps({name: ttl for name, ttl in retention.classes.items() if ttl is not None})
+        self._verified = False
+
+    async def _ready(self) -> None:
+        """Refuse an index built with another layout (its buckets would silently stop matching)."""
+        if self._verified:
+            return
+        meta = f"{self.prefix}:meta"
+        await self.client.hsetnx(meta, "layout", repr(self.layout))
+        built = (await self.client.hget(meta, "layout")).decode()
+        if built != repr(self.layout):
+            raise ValueError(
+                f"index {self.prefix!r} was built with {built}, not {self.layout!r}: "
+                "use the same SIMHASH_BANDS/SIMHASH_LAYOUT settings or another SIMHASH_KEY_PREFIX"
+            )
+        self._verified = True
+
+    async def _run(self, name: str, keys: list, args: list):
+        await self._ready()
+        return await self._scripts[name](keys=keys or [f"{self.prefix}:f"], args=[self.prefix, *args])
+
+    def _record_args(self, record: Record) -> list:
+        expires = self.retention.expiry(record.retention)
+        urls = [u for u in dict.fromkeys((record.url, *record.urls)) if u]
+        return [
+            record.id,
+            encode_fingerprint(record.fingerprint),
+            repr(float(record.first_seen)),
+            record.retention,
+            encode_hashes(record.shingles),
+            json.dumps(urls, ensure_ascii=False),
+            "" if expires is None else repr(expires),
+        ]
+
+    async def _check_add(self, mode: str, fingerprint: int, max_distance: int, record: Record | None) -> list[Candidate]:
+        splits = self.layout.split(fingerprint)
+        keys, args = [], [mode, max_distance, encode_fingerprint(fingerprint), 0]
+        for table, key in self.layout.probe_keys(fingerprint):
+            inserted, residual = splits[table]
+            flipped = key ^ inserted
+            flip = self.layout.key_positions(table)[flipped.bit_length() - 1] if flipped else -1
+            keys.append(f"{self.prefix}:b:{table}:{key:x}")
+            args += (table + 1, flip, residual)
+        args[3] = len(keys)
+        if record is not None:
+            args += self._record_args(record)
+        flat = await self._run("check_add", keys, args)
+        found = [
+            Candidate(flat[i].decode(), decode_fingerprint(flat[i + 1]), int(flat[i + 2]), decode_hashes(flat[i + 3]))
+            for i in range(0, len(flat), 4)
+        ]
+        found.sort(key=lambda c: (c.distance, c.record_id))
+        return found
+
+    # -- the contract ------------------------------------------------------------------------------
+
+    async def add(self, record: Record) -> None:
+        await self._check_add("a", record.fingerprint, 0, record)
+
+    async def candidates(self, fingerprint: int, max_distance: int) -> list[Candidate]:
+        return await self._check_add("c", fingerprint, max_distance, None)
+
+    async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
+        return await self._check_add("ca", record.fingerprint, max_distance, record)
+
+    async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
+        holder = await self._run("check_add_exact", [], [digest, *self._record_args(record)])
+        return None if holder is None else holder.decode()
+
+    async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
+        args = [canonical_id, url, repr(float(first_seen)), repr(self.retention.clock()), self._ttls]
+        if not await self._run("merge", [], args):
+            logger.warning("merge into %r skipped: no such record (erased or expired)", canonical_id)
+
+    async def get(self, record_id: str) -> Record | None:
+        await self._ready()
+        fields = await self.client.hmget(f"{self.prefix}:r:{record_id}", "f", "t", "c", "s", "u")
+        if fields[0] is None:
+            return None
+        fingerprint, first_seen, retention, blob, urls = fields
+        url_list = tuple(json.loads(urls) or ())  # the script writes an empty list as {}
+        return Record(
+            id=record_id,
+            fingerprint=decode_fingerprint(fingerprint),
+            url=url_list[0] if url_list else "",
+            first_seen=float(first_seen),
+            retention=retention.decode(),
+            shingles=decode_hashes(blob),
+            urls=url_list,
+        )
+
+    async def remove(self, record_id: str) -> bool:
+        return bool(await self._run("remove", [], [record_id]))
+
+    async def expire(self) -> int:
+        total = 0
+        while True:
+            swept = await self._run("expire", [], [repr(self.retention.clock()), _EXPIRE_BATCH])
+            total += swept
+            if swept < _EXPIRE_BATCH:
+                break
+        if total:
+            logger.info("expired %(count)d records", {"count": total})
+        return total
+
+    async def load_boilerplate(self, host: str) -> tuple[int, np.ndarray] | None:
+        version, hashes = await self.client.hmget(f"{self.prefix}:h:{host}", "v", "h")
+        if version is None:
+            return None
+        return int(version), np.frombuffer(hashes, dtype="<u8").astype(np.uint64)
+
+    async def save_boilerplate(self, host: str, version: int, hashes: np.ndarray) -> None:
+        blob = np.asarray(hashes, dtype="<u8").tobytes()
+        await self.client.hset(f"{self.prefix}:h:{host}", mapping={"v": version, "h": blob})
+
+    async def count(self) -> int:
+        await self._ready()
+        return int(await self.client.get(f"{self.prefix}:n") or 0)
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,83 @@
+"""Redis-only behaviour, each on a throwaway server of its own: script cache loss, key schema, layouts."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from scrapy_simhash.index import Record, open_index
+from scrapy_simhash.layout import BlockLayout, SampledLayout
+
+pytestmark = pytest.mark.redis
+
+
+def _records(count: int, seed: int) -> list[Record]:
+    rng = random.Random(seed)
+    return [
+        Record(id=f"r:{i} ü", fingerprint=rng.getrandbits(64), url=f"https://example.com/{i}",
+               shingles=np.arange(i, dtype=np.uint32))
+        for i in range(count)
+    ]
+
+
+async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
+    index = open_index(throwaway_redis.url, spider="s")
+    first, second = _records(2, seed=1)
+    second.fingerprint = first.fingerprint ^ 0b101
+    assert await index.check_and_add(first, 3) == []
+    admin = throwaway_redis.client()
+    admin.script_flush()
+    assert admin.script_exists(*[s.sha for s in index._scripts.values()]) == [False] * 5
+    [candidate] = await index.check_and_add(second, 3)
+    assert (candidate.record_id, candidate.distance) == (first.id, 2)
+    assert await index.remove(first.id)
+    admin.close()
+    await index.close()
+
+
+async def test_every_key_is_under_the_prefix_and_its_hash_tag(throwaway_redis):
+    index = open_index(throwaway_redis.url, spider="news", retention={"default": None, "short": 60})
+    for record in _records(20, seed=2):
+        record.retention = "short"
+        await index.add(record)
+    await index.check_and_add_exact(Record(id="exact", fingerprint=7), "digest")
+    await index.save_boilerplate("example.com", 1, np.arange(3, dtype=np.uint64))
+    admin = throwaway_redis.client()
+    keys = [key.decode() for key in admin.scan_iter(count=1000)]
+    assert keys and all(key.startswith("simhash:{news}:") for key in keys)
+    kinds = {key.split(":")[2] for key in keys}
+    assert kinds == {"b", "f", "r", "e", "x", "n", "h", "meta"}
+    buckets = [key for key in keys if key.split(":")[2] == "b"]
+    assert {admin.object("encoding", key) for key in buckets} == {b"intset"}
+    admin.close()
+    await index.close()
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [BlockLayout(bands=1), BlockLayout(bands=5), BlockLayout(bands=3, multiprobe=True), SampledLayout(6, 14, seed=9)],
+    ids=repr,
+)
+async def test_the_script_unindexes_exactly_what_the_client_indexed(throwaway_redis, layout):
+    """The Lua side recomputes buckets to erase; a mismatch with Python's layout would leave members."""
+    index = open_index(throwaway_redis.url, layout=layout)
+    records = _records(60, seed=3)
+    for record in records:
+        await index.add(record)
+    distance = min(1, layout.guaranteed_distance)
+    for record in records[:30]:
+        near = record.fingerprint ^ (distance << random.Random(record.id).randrange(64))
+        assert [c.record_id for c in await index.candidates(near, distance)][:1] == [record.id]
+    for record in records:
+        assert await index.remove(record.id)
+    admin = throwaway_redis.client()
+    assert [key.decode() for key in admin.scan_iter()] == ["simhash:{default}:meta"]
+    admin.close()
+    await index.close()
+
+
+def test_a_layout_too_wide_for_lua_numbers_is_refused(redis_server_url):
+    with pytest.raises(ValueError, match="needs at most 53"):
+        open_index(redis_server_url, layout=BlockLayout(bands=6))
