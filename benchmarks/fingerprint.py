@@ -81,7 +81,11 @@ def print_edit_distances(label: str, texts: set[str], count: int) -> None:
     print(f"one-word edit, {len(observed)} distinct {label}; distance percentiles {percentiles}:")
     print(f"  observed:             {np.percentile(observed, percentiles).round(1).tolist()}")
     print(f"  expected 64*angle/pi: {np.percentile(expected, percentiles).round(1).tolist()}")
-    print(f"  observed - expected: median {np.median(observed - expected):+.2f}, mean {np.mean(observed - expected):+.2f}")
+    residual = observed - expected
+    p = expected / 64
+    standardised = residual[p > 0] / np.sqrt(64 * p[p > 0] * (1 - p[p > 0]))  # Binomial(64, p) spread
+    print(f"  observed - expected: median {np.median(residual):+.2f}, mean {np.mean(residual):+.2f}")
+    print(f"  standardised residual: mean {standardised.mean():+.2f}, std {standardised.std():.2f} (binomial: 0, 1)")
 
 
 def main() -> None:
