@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scrapy_simhash.calibration import random_candidate_fraction
 from scrapy_simhash.evaluate import ground_truth, read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.layout import BlockLayout, Layout, make_layout
@@ -110,11 +111,6 @@ def expected_random_fraction(layout: Layout) -> float:
         r = len(layout.key_positions(t))
         miss *= 1 - sum(comb(r, k) for k in range(slack(layout) + 1)) / 2**r
     return 1 - miss
-
-
-def exact_random_fraction(layout: Layout, max_distance: int = BITS) -> float:
-    """The layout's own collision odds over the Binomial(64, 1/2) distance of random pairs."""
-    return sum(comb(BITS, d) * layout.collision_probability(d) for d in range(max_distance + 1)) / 2**BITS
 
 
 def simulated_random_fraction(layout: Layout, records: int = SIMULATED_RECORDS) -> float:
@@ -207,7 +203,7 @@ def main() -> None:
             best, meets, within = choose(options, threshold, target)
             key = repr(best.layout)
             if key not in checked:
-                checked[key] = (exact_random_fraction(best.layout), simulated_random_fraction(best.layout))
+                checked[key] = (random_candidate_fraction(best.layout), simulated_random_fraction(best.layout))
             exact, simulated = checked[key]
             distance = best.distance_for(threshold)
             rows.append({

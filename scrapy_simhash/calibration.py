@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from math import comb
 from typing import Any
 
 from scrapy_simhash.layout import Layout, make_layout
@@ -38,6 +39,14 @@ class Calibration:
     candidate_fraction: float  # share of random indexed records a lookup reads, before the distance filter
     meets_target: bool
     within_budget: bool
+
+
+def random_candidate_fraction(layout: Layout, max_distance: int | None = None) -> float:
+    """Share of an index of random fingerprints that one lookup reads: the layout's exact collision
+    odds over the Binomial(bits, 1/2) distance of random pairs (within ``max_distance`` if given)."""
+    bits = layout.bits
+    top = bits if max_distance is None else max_distance
+    return sum(comb(bits, d) * layout.collision_probability(d) for d in range(top + 1)) / 2**bits
 
 
 @lru_cache(maxsize=1)

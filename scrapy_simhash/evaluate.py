@@ -16,11 +16,19 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
+import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from scrapy_simhash.calibration import random_candidate_fraction
+from scrapy_simhash.fingerprint import Signature, jaccard_hashes
+from scrapy_simhash.index import Index, Record, open_index
+from scrapy_simhash.layout import Layout
 
 logger = logging.getLogger(__name__)
 
@@ -138,3 +146,155 @@ def ground_truth(shingle_sets: Sequence[np.ndarray], threshold: float) -> dict[t
         keep = similarity >= threshold
         pairs.update(((int(i), j), float(s)) for i, s in zip(earlier[keep], similarity[keep]))
     return pairs
+
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One rule under test: its label (the SIMHASH_MAX_DISTANCE value), distance filter and layout."""
+
+    label: str
+    max_distance: int
+    layout: Layout
+
+
+@dataclass(frozen=True)
+class IndexRun:
+    """What the real index returned for every document, looked up before the document was added."""
+
+    configuration: Configuration
+    # (earlier, later) document positions -> (Hamming distance, Jaccard against the stored hashes)
+    candidates: dict[tuple[int, int], tuple[int, float]]
+    lookups: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the evaluation table: a configuration at one Jaccard threshold."""
+
+    configuration: Configuration
+    threshold: float
+    pairs: int
+    scores: Scores  # candidates confirmed by Jaccard >= threshold, against the ground truth
+    candidate_precision: float  # share of the returned candidates that are ground-truth pairs
+    candidates_per_lookup: float
+    random_fraction: float  # share of random indexed records a lookup reads, before the distance filter
+    ms_per_lookup: float
+
+
+def stored_hashes(shingles: np.ndarray) -> np.ndarray:
+    """The 32-bit verification hashes the pipeline stores for a record and verifies against."""
+    return np.unique(shingles.astype(np.uint32))
+
+
+async def run_index(
+    configuration: Configuration, index: Index, documents: Sequence[Document], signatures: Sequence[Signature]
+) -> IndexRun:
+    """Look every document up in ``index``, then add it, in corpus order; empty content is never indexed."""
+    candidates: dict[tuple[int, int], tuple[int, float]] = {}
+    lookups = 0
+    started = time.perf_counter()
+    for j, (document, signature) in enumerate(zip(documents, signatures)):
+        if not len(signature.shingles):
+            continue
+        hashes = stored_hashes(signature.shingles)
+        for found in await index.candidates(signature.fingerprint, configuration.max_distance):
+            candidates[int(found.record_id), j] = (found.distance, jaccard_hashes(hashes, found.shingles))
+        lookups += 1
+        await index.add(Record(id=str(j), fingerprint=signature.fingerprint, url=document.url, shingles=hashes))
+    return IndexRun(configuration, candidates, lookups, time.perf_counter() - started)
+
+
+async def run_configuration(
+    configuration: Configuration,
+    documents: Sequence[Document],
+    signatures: Sequence[Signature],
+    index_url: str | None = None,
+) -> IndexRun:
+    """:func:`run_index` on a fresh index: a temporary SQLite file, or a key prefix of its own on
+    ``index_url`` whose records are removed afterwards."""
+    if index_url is None:
+        with tempfile.TemporaryDirectory(prefix="simhash-eval-") as folder:
+            index = open_index(f"sqlite:///{Path(folder) / 'index.sqlite3'}", layout=configuration.layout)
+            try:
+                return await run_index(configuration, index, documents, signatures)
+            finally:
+                await index.close()
+    index = open_index(index_url, layout=configuration.layout, key_prefix=f"simhash-eval:{{{uuid.uuid4().hex}}}")
+    try:
+        return await run_index(configuration, index, documents, signatures)
+    finally:
+        for j in range(len(documents)):
+            await index.remove(str(j))
+        await index.close()
+
+
+def rows(run: IndexRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[Row]:
+    """The evaluation of one index run at each threshold (``truth`` must reach down to the lowest)."""
+    configuration = run.configuration
+    random_fraction = random_candidate_fraction(configuration.layout)
+    out = []
+    for threshold in thresholds:
+        true_pairs = {pair for pair, similarity in truth.items() if similarity >= threshold}
+        confirmed = {pair for pair, (_, similarity) in run.candidates.items() if similarity >= threshold}
+        returned = len(run.candidates)
+        out.append(
+            Row(
+                configuration=configuration,
+                threshold=threshold,
+                pairs=len(true_pairs),
+                scores=Scores.of(confirmed, true_pairs),
+                candidate_precision=len(true_pairs.intersection(run.candidates)) / returned if returned else 1.0,
+                candidates_per_lookup=returned / max(run.lookups, 1),
+                random_fraction=random_fraction,
+                ms_per_lookup=1000 * run.seconds / max(run.lookups, 1),
+            )
+        )
+    return out
+
+
+def format_rows(table: Sequence[Row]) -> str:
+    """The evaluation table, one line per configuration and threshold."""
+    lines = [
+        f"{'distance':>8} {'dist':>4} {'J>=':>5} {'pairs':>6} {'found':>6} {'recall':>6} {'precision':>9} "
+        f"{'cand.prec':>9} {'cand/lookup':>11} {'random@1M':>9} {'ms/lookup':>9}  layout"
+    ]
+    for row in table:
+        c = row.configuration
+        lines.append(
+            f"{c.label:>8} {c.max_distance:>4} {row.threshold:>5.2f} {row.pairs:>6} {row.scores.true_positives:>6} "
+            f"{row.scores.recall:>6.3f} {row.scores.precision:>9.3f} {row.candidate_precision:>9.3f} "
+            f"{row.candidates_per_lookup:>11.2f} {row.random_fraction * 1e6:>9,.0f} {row.ms_per_lookup:>9.2f}  {c.layout!r}"
+        )
+    return "\n".join(lines)
+
+
+def plot(table: Sequence[Row], path: str | Path) -> None:
+    """Recall and candidates per lookup against the distance filter (needs the ``plot`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, (recall_axes, cost_axes) = plt.subplots(1, 2, figsize=(11, 4))
+    for threshold in sorted({row.threshold for row in table}):
+        points = sorted((r.configuration.max_distance, r.scores.recall) for r in table if r.threshold == threshold)
+        recall_axes.plot(*zip(*points), marker="o", label=f"J >= {threshold:.2f}")
+    first = table[0].threshold
+    costs = sorted(
+        (r.configuration.max_distance, r.candidates_per_lookup, r.random_fraction * 1e6, r.configuration.label)
+        for r in table
+        if r.threshold == first
+    )
+    distances = [c[0] for c in costs]
+    cost_axes.plot(distances, [c[1] for c in costs], marker="o", label="candidates per lookup (corpus)")
+    cost_axes.plot(distances, [c[2] for c in costs], marker="s", label="records read per lookup at 1M random")
+    for distance, _, random_reads, label in costs:
+        cost_axes.annotate(label, (distance, random_reads), textcoords="offset points", xytext=(4, 4))
+    recall_axes.set(xlabel="max distance", ylabel="recall", title="Recall (verified) against brute force")
+    cost_axes.set(xlabel="max distance", ylabel="records", yscale="log", title="Cost per lookup")
+    recall_axes.legend()
+    cost_axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

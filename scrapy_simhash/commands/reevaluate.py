@@ -1,0 +1,39 @@
+"""``scrapy simhash-reevaluate MERGELOG --threshold X``: past decisions that flip under a new rule."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from scrapy_simhash.mergelog import read_merge_log
+from scrapy_simhash.reevaluate import flips, format_flips, parse_decisions
+
+
+class Command(ScrapyCommand):
+    requires_crawler_process = False
+    default_settings = {"LOG_LEVEL": "WARNING"}
+
+    def syntax(self) -> str:
+        return "[options] MERGELOG --threshold X"
+
+    def short_desc(self) -> str:
+        return "List merge-log decisions that a new Jaccard threshold (or max distance) would flip"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--threshold", type=float, required=True, help="the new Jaccard threshold")
+        parser.add_argument("--max-distance", type=int, help="a new (smaller) maximum Hamming distance")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            raise UsageError("give one merge log: a JSON-lines file or a redis:// stream URI")
+        if not 0.0 <= opts.threshold <= 1.0:
+            raise UsageError(f"--threshold must be between 0 and 1, got {opts.threshold}", print_help=False)
+        try:
+            decisions = parse_decisions(read_merge_log(args[0]))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"cannot read merge log {args[0]}: {exc}", print_help=False) from None
+        print(format_flips(flips(decisions, opts.threshold, opts.max_distance), len(decisions)))
