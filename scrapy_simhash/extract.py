@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import html_text
@@ -17,7 +17,7 @@ from itemadapter import ItemAdapter
 
 from scrapy_simhash.fingerprint import tokens
 
-__all__ = ["BadFieldError", "exact_digest", "extract_text", "field_value", "host_of", "looks_like_html"]
+__all__ = ["BadFieldError", "Content", "exact_digest", "extract_text", "field_value", "host_of", "looks_like_html"]
 
 # An opening/self-closing tag, a comment or a doctype: enough to tell markup from prose that
 # merely mentions "a < b" or "<http://...>".
@@ -26,6 +26,11 @@ _TAG = re.compile(r"<[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>|<!--|<!doctype\b", re.IGNOR
 
 class BadFieldError(ValueError):
     """A content field holds a value that is not text (a dict, an object...)."""
+
+
+class Content(NamedTuple):
+    text: str
+    truncated: bool
 
 
 def looks_like_html(value: str) -> bool:
@@ -48,22 +53,34 @@ def _strings(name: str, value: Any) -> Iterable[str]:
         raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not text")
 
 
-def extract_text(item: Any, fields: Iterable[str], html_fields: Iterable[str] | None = None) -> str:
+def extract_text(
+    item: Any, fields: Iterable[str], html_fields: Iterable[str] | None = None, max_chars: int | None = None
+) -> Content:
     """The text of ``fields`` of ``item``, in order, one paragraph each; missing fields are skipped.
 
     ``html_fields=None`` treats every value that contains markup as HTML; a list names exactly the
-    fields that hold HTML. Lists of strings are joined; bytes are read as UTF-8.
+    fields that hold HTML. Lists of strings are joined; bytes are read as UTF-8. Only the first
+    ``max_chars`` characters are kept, and a raw value is cut there before its HTML is parsed, so a
+    huge field costs no more than the limit allows.
     """
     adapter = item if isinstance(item, ItemAdapter) else ItemAdapter(item)
     html = None if html_fields is None else frozenset(html_fields)
-    parts = []
+    budget = max_chars
+    parts: list[str] = []
+    truncated = False
     for name in fields:
         for value in _strings(name, adapter.get(name)):
+            if budget is not None and len(value) > budget:
+                value, truncated = value[:budget], True
             is_html = looks_like_html(value) if html is None else name in html
-            text = html_text.extract_text(value) if is_html else value
-            if text.strip():
-                parts.append(text.strip())
-    return "\n\n".join(parts)
+            text = (html_text.extract_text(value) if is_html else value).strip()
+            if text:
+                parts.append(text)
+                budget = None if budget is None else max(budget - len(text) - 2, 0)
+    joined = "\n\n".join(parts)
+    if max_chars is not None and len(joined) > max_chars:
+        joined, truncated = joined[:max_chars], True
+    return Content(joined, truncated)
 
 
 def field_value(adapter: ItemAdapter, name: str | None) -> str:
@@ -78,7 +95,8 @@ def field_value(adapter: ItemAdapter, name: str | None) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, (str, int)):
-        return str(value)
+        # Ids and URLs are stored and logged as UTF-8: lone surrogates become U+FFFD.
+        return str(value).encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
     raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not a string")
 
 

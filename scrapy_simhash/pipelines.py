@@ -191,10 +191,9 @@ class SimhashPipeline:
 
     def _page(self, adapter: ItemAdapter) -> Page:
         config = self.config
-        text = extract_text(adapter, config.fields, config.html_fields)
-        if len(text) > config.max_chars:
+        text, truncated = extract_text(adapter, config.fields, config.html_fields, config.max_chars)
+        if truncated:
             self.stats.inc_value("simhash/truncated")
-            text = text[: config.max_chars]
         url = field_value(adapter, config.url_field)
         retention = field_value(adapter, config.retention_field) or "default"
         if retention not in self.retention_classes:
