@@ -1,0 +1,109 @@
+"""Item fields -> fingerprinted text, for every item type itemadapter supports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import attr
+import pytest
+import scrapy
+from itemadapter import ItemAdapter
+
+from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
+
+FIELDS = ["title", "description", "body_text"]
+HTML = "<html><body><nav><a href='/'>Home</a></nav><p>First <b>bold</b> paragraph.</p><script>var x;</script></body></html>"
+
+
+class PageItem(scrapy.Item):
+    url = scrapy.Field()
+    title = scrapy.Field()
+    description = scrapy.Field()
+    body_text = scrapy.Field()
+
+
+@dataclass
+class PageDataclass:
+    url: str
+    title: str
+    body_text: str
+    description: str | None = None
+
+
+@attr.s(auto_attribs=True)
+class PageAttrs:
+    url: str
+    title: str
+    body_text: str
+    description: str | None = None
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"url": "u", "title": "Title", "body_text": "Body text here"},
+        PageItem(url="u", title="Title", body_text="Body text here"),
+        PageDataclass(url="u", title="Title", body_text="Body text here"),
+        PageAttrs(url="u", title="Title", body_text="Body text here"),
+    ],
+    ids=["dict", "Item", "dataclass", "attrs"],
+)
+def test_every_item_type_gives_the_same_text(item) -> None:
+    assert extract_text(item, FIELDS).text == "Title\n\nBody text here"
+
+
+def test_fields_are_joined_in_the_configured_order() -> None:
+    item = {"title": "A", "description": "B", "body_text": "C"}
+    assert extract_text(item, ["body_text", "title"]).text == "C\n\nA"
+
+
+def test_html_is_converted_to_text_never_fingerprinted_as_markup() -> None:
+    text = extract_text({"body_text": HTML}, FIELDS).text
+    assert "<" not in text and "var x" not in text
+    assert "First bold paragraph." in text and "Home" in text
+
+
+def test_prose_that_mentions_brackets_is_not_parsed_as_html() -> None:
+    prose = "Use a < b and see <http://example.com/x> for details"
+    assert extract_text({"body_text": prose}, FIELDS).text == prose
+
+
+def test_explicit_html_fields_override_detection() -> None:
+    item = {"title": "<b>kept literally</b>", "body_text": "x &amp; y"}
+    text = extract_text(item, FIELDS, html_fields=["body_text"]).text
+    assert text == "<b>kept literally</b>\n\nx & y"
+
+
+def test_lists_bytes_and_numbers_are_text() -> None:
+    item = {"title": ["One", "Two"], "description": "é".encode(), "body_text": 42}
+    assert extract_text(item, FIELDS).text == "One\n\nTwo\n\né\n\n42"
+
+
+def test_a_field_holding_an_object_is_reported() -> None:
+    with pytest.raises(BadFieldError, match="body_text"):
+        extract_text({"body_text": {"nested": "dict"}}, FIELDS)
+
+
+def test_max_chars_cuts_before_parsing_and_says_so() -> None:
+    content = extract_text({"body_text": "<p>" + "word " * 10_000 + "</p>"}, FIELDS, max_chars=100)
+    assert content.truncated and len(content.text) <= 100
+    assert not extract_text({"body_text": "short"}, FIELDS, max_chars=100).truncated
+
+
+def test_field_value_reads_scalars_and_rejects_objects() -> None:
+    assert field_value(ItemAdapter({"url": ["https://a.example/x", "other"]}), "url") == "https://a.example/x"
+    assert field_value(ItemAdapter({}), "url") == ""
+    lone_surrogate = field_value(ItemAdapter({"id": "\ud800x"}), "id")
+    assert lone_surrogate.endswith("x") and lone_surrogate.encode("utf-8")
+    with pytest.raises(BadFieldError):
+        field_value(ItemAdapter({"url": object()}), "url")
+
+
+def test_host_of() -> None:
+    assert host_of("https://News.Example.org:8080/a") == "news.example.org"
+    assert host_of("file:///tmp/site/page.html") == ""
+
+
+def test_exact_digest_ignores_case_spacing_and_punctuation_only() -> None:
+    assert exact_digest("Hello,   World!") == exact_digest("hello world")
+    assert exact_digest("hello world") != exact_digest("hello there world")
