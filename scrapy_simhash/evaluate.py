@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import redis.asyncio as aioredis
 
 from scrapy_simhash.calibration import random_candidate_fraction
 from scrapy_simhash.fingerprint import Signature, jaccard_hashes
@@ -210,24 +211,29 @@ async def run_configuration(
     configuration: Configuration,
     documents: Sequence[Document],
     signatures: Sequence[Signature],
-    index_url: str | None = None,
+    redis_url: str | None = None,
 ) -> IndexRun:
-    """:func:`run_index` on a fresh index: a temporary SQLite file, or a key prefix of its own on
-    ``index_url`` whose records are removed afterwards."""
-    if index_url is None:
+    """:func:`run_index` on a fresh index: a temporary SQLite file, or on ``redis_url`` a key
+    prefix of its own (``simhash-eval:{<random>}``) whose keys are deleted afterwards."""
+    if redis_url is None:
         with tempfile.TemporaryDirectory(prefix="simhash-eval-") as folder:
             index = open_index(f"sqlite:///{Path(folder) / 'index.sqlite3'}", layout=configuration.layout)
             try:
                 return await run_index(configuration, index, documents, signatures)
             finally:
                 await index.close()
-    index = open_index(index_url, layout=configuration.layout, key_prefix=f"simhash-eval:{{{uuid.uuid4().hex}}}")
+    prefix = f"simhash-eval:{{{uuid.uuid4().hex}}}"
+    index = open_index(redis_url, layout=configuration.layout, key_prefix=prefix)
     try:
         return await run_index(configuration, index, documents, signatures)
     finally:
-        for j in range(len(documents)):
-            await index.remove(str(j))
         await index.close()
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+                await client.unlink(key)
+        finally:
+            await client.aclose()
 
 
 def rows(run: IndexRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[Row]:

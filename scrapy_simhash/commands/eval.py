@@ -51,7 +51,9 @@ class Command(ScrapyCommand):
         parser.add_argument(
             "--thresholds", type=number_list(float), default=list(THRESHOLDS), help="Jaccard thresholds (default: %(default)s)"
         )
-        parser.add_argument("--index-url", help="index to measure (default: a temporary SQLite file per distance)")
+        parser.add_argument(
+            "--redis-url", help="measure the Redis backend there, under a key prefix of its own (default: SQLite)"
+        )
         parser.add_argument("--limit", type=int, help="use only the first N documents")
         parser.add_argument("--plot", metavar="PNG", help="draw recall and candidates per lookup against the distance")
 
@@ -86,7 +88,7 @@ class Command(ScrapyCommand):
         )
         table = []
         for configuration in configurations:
-            run = asyncio.run(run_configuration(configuration, documents, signatures, opts.index_url))
+            run = asyncio.run(run_configuration(configuration, documents, signatures, opts.redis_url))
             table += rows(run, truth, sorted(opts.thresholds))
         print(format_rows(table))
         print(
