@@ -154,7 +154,7 @@ def tokens(text: str) -> list[str]:
     character of an unsegmented script (:data:`UNSEGMENTED_RANGES`) is a token of its own."""
     normalised = _normalise(text)
     _, starts, ends = _segment(normalised)
-    return [normalised[start:end] for start, end in zip(starts.tolist(), ends.tolist())]
+    return [normalised[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def shingles(text: str, width: int = 4) -> list[str]:
