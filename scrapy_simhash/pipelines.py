@@ -80,7 +80,7 @@ def decision_parameters(config: SimhashSettings) -> tuple[int, Layout]:
         raise NotConfigured(
             f"SIMHASH_MAX_DISTANCE='auto' needs scrapy_simhash.calibration ({exc}); set an integer instead"
         ) from exc
-    calibration = calibrate(config.jaccard_threshold)
+    calibration = calibrate(config.jaccard_threshold, config.target_recall)
     return calibration.max_distance, calibration.layout
 
 

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_LAYOUT_TABLES": None,  # "sampled" layouts only
     "SIMHASH_LAYOUT_BITS": None,  # "sampled" layouts only
     "SIMHASH_JACCARD_THRESHOLD": 0.82,
+    "SIMHASH_TARGET_RECALL": 0.95,  # what "auto" calibrates SIMHASH_MAX_DISTANCE for
     "SIMHASH_ACTION": "drop",
     "SIMHASH_ANNOTATION_FIELD": "duplicate_of",
     "SIMHASH_MAX_GROUP_WARN": 1000,
@@ -127,6 +128,7 @@ class SimhashSettings:
     layout_tables: int | None
     layout_bits: int | None
     jaccard_threshold: float
+    target_recall: float
     action: str
     annotation_field: str
     max_group_warn: int
@@ -181,6 +183,7 @@ def read(settings: BaseSettings, spider_name: str) -> SimhashSettings:
         layout_tables=_optional_int(settings, "SIMHASH_LAYOUT_TABLES", 1, 1024),
         layout_bits=_optional_int(settings, "SIMHASH_LAYOUT_BITS", 1, 64),
         jaccard_threshold=_number(settings, "SIMHASH_JACCARD_THRESHOLD", float, 0.0, 1.0),
+        target_recall=_number(settings, "SIMHASH_TARGET_RECALL", float, 0.0, 1.0),
         action=_choice(settings, "SIMHASH_ACTION", ACTIONS),
         annotation_field=str(_setting(settings, "SIMHASH_ANNOTATION_FIELD")),
         max_group_warn=_number(settings, "SIMHASH_MAX_GROUP_WARN", int, 1),

@@ -16,7 +16,7 @@ EXTENSIONS = {"scrapy_simhash.extensions.BoilerplateLearner": 500}
 # what the boilerplate learner keys its sets on when URLs carry no host.
 SIMHASH_FIELDS = ["title", "body"]
 SIMHASH_HOST_FIELD = "site"
-SIMHASH_MAX_DISTANCE = 7
+
 SIMHASH_INDEX_URL = f"sqlite:///{OUTPUT}/{{spider}}.sqlite3"
 SIMHASH_MERGE_LOG = f"{OUTPUT}/{{spider}}-merges.jsonl"
 SIMHASH_REVIEW_LOG = f"{OUTPUT}/{{spider}}-review.jsonl"
