@@ -90,6 +90,7 @@ _POWERS = (np.ones(0, dtype=np.uint64), np.ones(0, dtype=np.uint64))
 
 
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """At least ``n`` powers of _BASE and of its inverse, kept: a cumprod per call costs ~30%."""
     global _POWERS
     if len(_POWERS[0]) < n:
         size = max(1024, 1 << (n - 1).bit_length())

@@ -177,6 +177,16 @@ def test_shingle_hash_matches_the_text_path() -> None:
     assert shingle_hash("東 京 都 庁") == shingle_hash("東京都庁")
 
 
+def test_token_hashes_do_not_depend_on_position_in_long_texts() -> None:
+    """Token hashes come from prefix sums over the whole text: deep into a 300k-character text the
+    same shingle must still hash as it does alone."""
+    filler = " ".join(f"word{i}" for i in range(40_000))
+    text = f"{SENTENCE} {filler} {SENTENCE}"
+    hashes = Fingerprinter().shingle_hashes(text).tolist()
+    assert len(text) > 300_000
+    assert hashes[-1] == hashes[len(shingles(SENTENCE)) - 1] == shingle_hash(shingles(SENTENCE)[-1])
+
+
 def test_jaccard() -> None:
     assert jaccard("", "") == 1.0
     assert jaccard(SENTENCE, SENTENCE) == 1.0
