@@ -25,6 +25,7 @@ __all__ = [
     "shingle_hash",
     "shingles",
     "simhash",
+    "token_count",
     "tokens",
 ]
 
@@ -156,6 +157,11 @@ def tokens(text: str) -> list[str]:
     normalised = _normalise(text)
     _, starts, ends = _segment(normalised)
     return [normalised[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def token_count(text: str) -> int:
+    """``len(tokens(text))`` without building the token strings (a word count for length rules)."""
+    return len(_segment(_normalise(text))[1])
 
 
 def shingles(text: str, width: int = 4) -> list[str]:

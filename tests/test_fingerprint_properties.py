@@ -20,6 +20,7 @@ from scrapy_simhash.fingerprint import (
     shingle_hash,
     shingles,
     simhash,
+    token_count,
     tokens,
 )
 
@@ -90,6 +91,7 @@ def test_word_characters_are_exactly_those_of_re_backslash_w() -> None:
 @given(texts)
 def test_tokens_equal_the_regular_expression(text: str) -> None:
     assert tokens(text) == reference_tokens(text)
+    assert token_count(text) == len(reference_tokens(text))
 
 
 def test_tokens_of_corpus_pages_equal_the_regular_expression(corpus: list[dict]) -> None:
