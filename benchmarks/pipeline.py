@@ -1,0 +1,348 @@
+"""End-to-end throughput: a near-duplicate stream through SimhashPipeline and a seed-style baseline.
+
+    python benchmarks/pipeline.py [--items 50000] [--baseline-items 3000] [--redis-url URL]
+
+The shared corpus (title + body_text) is repeated to ``--items`` items: each corpus page once as it
+is, the rest near-duplicates of random pages (a few random word edits, two paragraphs swapped, a
+different site header and footer), shuffled. The stream goes through the real pipeline (built from a
+Scrapy crawler, ``process_item`` awaited) against a real Redis, and its first ``--baseline-items``
+items through a seed-style baseline (per-bit Python fingerprint, one SMEMBERS per band, a pipelined
+SADD) on the same server in the same run. Without ``--redis-url`` a throwaway redis-server is started
+on a free port, since the figures need CONFIG RESETSTAT and an otherwise empty server.
+
+Printed: items/s of both and their ratio; EVALSHA and server-side commands per item (INFO
+commandstats, which also counts the commands a script runs); round trips per new and per duplicate
+item, counted item by item with MONITOR on the stream's first ``--sample`` items (a fresh index);
+used_memory per kept item. The baseline's per-bit fingerprint makes it slow, so it runs on a prefix
+of the same stream: the ratio compares rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import random
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import redis
+from scrapy import Spider
+from scrapy.exceptions import DropItem
+from scrapy.utils.test import get_crawler
+
+from scrapy_simhash.pipelines import SimhashPipeline
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
+WORD = re.compile(r"\w+")
+SITES = [
+    ("Docs Mirror", "Home | Guides | API | Blog", "Mirrored with permission. Content licensed CC BY-SA."),
+    ("ScrapeHub News", "News | Tutorials | Jobs | About", "Copyright 2024 ScrapeHub. All rights reserved."),
+    ("PyCrawl Weekly", "Latest | Archive | Subscribe", "You are reading PyCrawl Weekly. Unsubscribe any time."),
+    ("Spider Wiki", "Main page | Recent changes | Random", "Text is available under the Creative Commons License."),
+]
+ITEM_MARK, END_MARK = "simhash-bench-item", "simhash-bench-end"
+# Seed-style layout: 4 bands of 16 bits, members "id:fingerprint", max distance 3.
+SEED_BANDS, SEED_DISTANCE = 4, 3
+
+
+# --- the stream ------------------------------------------------------------------------------------
+
+
+def near_duplicate(doc: dict, rng: random.Random, vocabulary: list[str]) -> str:
+    """``doc``'s body with a few word edits, two adjacent paragraphs swapped, another site's furniture."""
+    paragraphs = doc["body_text"].split("\n\n")
+    if len(paragraphs) > 2:
+        i = rng.randrange(len(paragraphs) - 1)
+        paragraphs[i], paragraphs[i + 1] = paragraphs[i + 1], paragraphs[i]
+    words = "\n\n".join(paragraphs).split(" ")
+    for _ in range(rng.randint(1, 3)):
+        position = rng.randrange(len(words))
+        edit = rng.choice(("replace", "delete", "insert"))
+        if edit == "replace":
+            words[position] = rng.choice(vocabulary)
+        elif edit == "delete" and len(words) > 1:
+            del words[position]
+        else:
+            words.insert(position, rng.choice(vocabulary))
+    name, navigation, footer = rng.choice(SITES)
+    return f"{name}\n{navigation}\n\n{' '.join(words)}\n\n{footer}"
+
+
+def make_stream(corpus: list[dict], count: int, seed: int = 7) -> Iterator[dict]:
+    """``count`` items: every corpus page once, the rest near-duplicates of random pages, shuffled.
+
+    Items are built as they are consumed (50,000 bodies held at once would take ~0.5 GB); the same
+    arguments always give the same stream.
+    """
+    rng = random.Random(seed)
+    vocabulary = sorted({w for doc in corpus[:50] for w in WORD.findall(doc["body_text"])})
+    plan = [(i, None) for i in range(min(count, len(corpus)))]
+    plan += [(rng.randrange(len(corpus)), rng.getrandbits(32)) for _ in range(count - len(plan))]
+    rng.shuffle(plan)
+    for position, (index, variant) in enumerate(plan):
+        doc = corpus[index]
+        if variant is None:
+            yield {"url": doc["url"], "title": doc["title"], "body_text": doc["body_text"]}
+        else:
+            url = f"https://mirror{position}.example.net/{doc['page']}"
+            yield {"url": url, "title": doc["title"], "body_text": near_duplicate(doc, random.Random(variant), vocabulary)}
+
+
+# --- the seed-style baseline -----------------------------------------------------------------------
+
+
+def seed_fingerprint(text: str, width: int = 4, bits: int = 64) -> int:
+    """Per-bit Python loop over every shingle hash, as the seed did it."""
+    words = WORD.findall(unicodedata.normalize("NFKC", text).lower())
+    grams = [" ".join(words[i : i + width]) for i in range(max(1, len(words) - width + 1))]
+    votes = [0] * bits
+    for gram, count in Counter(grams).items():
+        value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+        for bit in range(bits):
+            votes[bit] += count if value >> bit & 1 else -count
+    return sum(1 << bit for bit in range(bits) if votes[bit] > 0)
+
+
+def seed_check_and_add(client: redis.Redis, item_id: str, fingerprint: int) -> bool:
+    """One SMEMBERS per band, compare client-side, then SADD to every band in one pipeline.
+
+    Returns True when the item was new (added). Not atomic: two processes can both add.
+    """
+    size = 64 // SEED_BANDS
+    keys = [f"seed:{band}:{fingerprint >> (band * size) & ((1 << size) - 1)}" for band in range(SEED_BANDS)]
+    for key in keys:
+        for member in client.smembers(key):
+            other = int(member.rsplit(b":", 1)[1])
+            if (fingerprint ^ other).bit_count() <= SEED_DISTANCE:
+                return False
+    with client.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.sadd(key, f"{item_id}:{fingerprint}")
+        pipe.execute()
+    return True
+
+
+def run_baseline(client: redis.Redis, items: Iterable[dict]) -> tuple[int, float, int]:
+    """(items, items/s, items kept) of the seed-style baseline; building the items is not timed."""
+    count = kept = 0
+    elapsed = 0.0
+    for item in items:
+        start = time.perf_counter()
+        kept += seed_check_and_add(client, item["url"], seed_fingerprint(f"{item['title']}\n{item['body_text']}"))
+        elapsed += time.perf_counter() - start
+        count += 1
+    return count, count / elapsed, kept
+
+
+# --- the real pipeline -----------------------------------------------------------------------------
+
+
+class BenchSpider(Spider):
+    name = "bench"
+
+
+async def open_pipeline(redis_url: str, log_dir: Path) -> SimhashPipeline:
+    crawler = get_crawler(
+        BenchSpider,
+        {
+            "SIMHASH_INDEX_URL": redis_url,
+            "SIMHASH_FIELDS": ["title", "body_text"],
+            "SIMHASH_MAX_DISTANCE": SEED_DISTANCE,  # the baseline's rule
+            "SIMHASH_HTML_FIELDS": [],  # the corpus is plain text: say so, as a user would
+            "SIMHASH_MERGE_LOG": str(log_dir / "merges.jsonl"),
+            "SIMHASH_REVIEW_LOG": "",
+            "LOG_LEVEL": "WARNING",
+        },
+    )
+    crawler.spider = crawler._create_spider()
+    pipeline = SimhashPipeline.from_crawler(crawler)
+    await pipeline.open_spider()
+    return pipeline
+
+
+async def process(pipeline: SimhashPipeline, item: dict) -> str:
+    """'new' or 'duplicate' (dropped), the outcome the round-trip accounting groups by."""
+    try:
+        await pipeline.process_item(dict(item))
+    except DropItem:
+        return "duplicate"
+    return "new"
+
+
+async def run_pipeline(redis_url: str, items: Iterable[dict], log_dir: Path) -> tuple[int, float, dict]:
+    """(items, items/s, the pipeline's simhash/* stats); building the items is not timed."""
+    pipeline = await open_pipeline(redis_url, log_dir)
+    count = 0
+    elapsed = 0.0
+    for item in items:
+        start = time.perf_counter()
+        await process(pipeline, item)
+        elapsed += time.perf_counter() - start
+        count += 1
+    await pipeline.close_spider()
+    stats = pipeline.crawler.stats.get_stats()
+    return count, count / elapsed, {k: v for k, v in stats.items() if k.startswith("simhash/")}
+
+
+async def requests_by_outcome(redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path) -> dict:
+    """Requests (round trips) each item cost, read from MONITOR, totalled by outcome (new, duplicate).
+
+    MONITOR shows the commands a script runs as ``lua``: those are server-side work, not requests.
+    An ECHO from the admin connection marks where each item starts.
+    """
+    pipeline = await open_pipeline(redis_url, log_dir)
+    commands: list[dict] = []
+    monitoring = threading.Event()
+
+    def record() -> None:
+        with admin.monitor() as monitor:
+            monitoring.set()
+            for command in monitor.listen():
+                commands.append(command)
+                if command["command"] == f"ECHO {END_MARK}":
+                    return
+
+    reader = threading.Thread(target=record)
+    reader.start()
+    monitoring.wait()
+    outcomes = []
+    for item in items:
+        admin.echo(ITEM_MARK)
+        outcomes.append(await process(pipeline, item))
+    admin.echo(END_MARK)
+    reader.join()
+    await pipeline.close_spider()
+
+    per_item: list[Counter] = []
+    for command in commands:
+        if command["command"] == f"ECHO {ITEM_MARK}":
+            per_item.append(Counter())
+        elif per_item and command["client_type"] != "lua" and not command["command"].startswith("ECHO"):
+            per_item[-1][command["command"].split(" ", 1)[0].lower()] += 1
+    totals: dict[str, tuple[int, Counter]] = {}
+    for outcome, counts in zip(outcomes, per_item):
+        seen, total = totals.get(outcome, (0, Counter()))
+        totals[outcome] = (seen + 1, total + counts)
+    return totals
+
+
+# --- Redis bookkeeping -----------------------------------------------------------------------------
+
+
+def command_counts(admin: redis.Redis) -> Counter:
+    """Calls per command since the last CONFIG RESETSTAT, without the INFO/CONFIG of this script."""
+    stats = admin.info("commandstats")
+    counts = Counter({name.removeprefix("cmdstat_"): value["calls"] for name, value in stats.items()})
+    for own in ("info", "config|resetstat", "config", "flushall", "memory|usage"):
+        counts.pop(own, None)
+    return counts
+
+
+def reset(admin: redis.Redis) -> int:
+    """Empty the server and its counters; returns the empty server's used_memory."""
+    admin.flushall()
+    admin.config_resetstat()
+    return admin.info("memory")["used_memory"]
+
+
+def format_counts(counts: Counter, items: int) -> str:
+    return ", ".join(f"{name} {calls / items:.2f}" for name, calls in counts.most_common()) or "none"
+
+
+@contextmanager
+def throwaway_redis() -> Iterator[str]:
+    """A redis-server of this run's own on a free loopback port, killed at the end."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as directory:
+        server = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+             "--dir", directory],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            url = f"redis://127.0.0.1:{port}/0"
+            client = redis.Redis.from_url(url)
+            for _ in range(100):
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            client.close()
+            yield url
+        finally:
+            server.kill()
+            server.wait()
+
+
+# --- main ------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--items", type=int, default=50_000, help="stream length (default 50000)")
+    parser.add_argument("--baseline-items", type=int, default=3_000,
+                        help="the baseline runs on the stream's first N items (default 3000)")
+    parser.add_argument("--sample", type=int, default=2_000,
+                        help="items whose round trips are counted one by one with MONITOR (default 2000)")
+    parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
+    args = parser.parse_args()
+
+    with args.corpus.open(encoding="utf-8") as lines:
+        corpus = [json.loads(line) for line in lines]
+
+    def stream(limit: int) -> Iterator[dict]:
+        return islice(make_stream(corpus, args.items), limit)
+
+    with throwaway_redis() if args.redis_url is None else nullcontext(args.redis_url) as url, \
+            tempfile.TemporaryDirectory() as log_dir:
+        admin = redis.Redis.from_url(url)
+
+        empty = reset(admin)
+        base_count, base_rate, base_kept = run_baseline(admin, stream(args.baseline_items))
+        base_commands = command_counts(admin)
+        base_memory = admin.info("memory")["used_memory"] - empty
+
+        empty = reset(admin)
+        count, rate, stats = asyncio.run(run_pipeline(url, stream(args.items), Path(log_dir)))
+        commands = command_counts(admin)
+        memory = admin.info("memory")["used_memory"] - empty
+        kept = count - stats.get("simhash/duplicates", 0)
+
+        reset(admin)
+        by_outcome = asyncio.run(requests_by_outcome(url, admin, stream(args.sample), Path(log_dir)))
+        admin.close()
+
+    print(f"stream: {count} items from {len(corpus)} corpus pages (each page once, the rest near-duplicates)")
+    print(f"\nseed-style baseline on the first {base_count}: {base_rate:8.0f} items/s, kept {base_kept}")
+    print(f"  commands/item: {format_counts(base_commands, base_count)}")
+    print(f"  round trips/new item: {SEED_BANDS + 1} ({SEED_BANDS} SMEMBERS + 1 pipelined SADD)")
+    print(f"  used_memory/kept item: {base_memory / max(base_kept, 1):.0f} B")
+    print(f"\nSimhashPipeline on all {count}: {rate:8.0f} items/s, kept {kept}")
+    print(f"  EVALSHA/item: {commands['evalsha'] / count:.2f}; server-side commands/item, scripts' included: "
+          f"{format_counts(commands, count)}")
+    for outcome, (seen, counts) in sorted(by_outcome.items()):
+        print(f"  round trips/{outcome} item (MONITOR, {seen} of the first {args.sample} items): "
+              f"{sum(counts.values()) / seen:.2f} = {format_counts(counts, seen)}")
+    print(f"  used_memory/kept item: {memory / max(kept, 1):.0f} B (record store, bands, URL sets)")
+    print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
+    print(f"\nthroughput ratio: {rate / base_rate:.1f}x the baseline's items/s (target >= 10x)")
+
+
+if __name__ == "__main__":
+    main()
