@@ -14,7 +14,7 @@ import numpy as np
 
 __all__ = ["decode_fingerprint", "decode_hashes", "encode_fingerprint", "encode_hashes", "to_signed", "to_unsigned"]
 
-_LEVEL = 6
+_LEVEL = 1  # level 6 saves 0.5% here at 15% more time
 
 
 def encode_hashes(hashes: np.ndarray) -> bytes:

@@ -1,6 +1,7 @@
--- scrapy-simhash band index: the server side. Python prepends the layout tables (KEYPOS, RESPOS: the
--- 0-based fingerprint bit positions of each table's key and residual bits) and appends one entry
--- point; every script shares these helpers. Key schema: README "The band index".
+-- scrapy-simhash band index: the server side. Python prepends ``layout()``, returning the layout's
+-- tables (the 0-based fingerprint bit positions of each table's key and residual bits; built only
+-- when needed, since a script's body runs on every call) and the table count TABLES, and appends one
+-- entry point; every script shares these helpers. Key schema: README "The band index".
 --
 -- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes.
 -- Bucket members are residuals (< 2^53, exact as doubles), split into 26-bit halves for bit.bxor.
@@ -24,18 +25,18 @@ end
 
 -- The bucket key and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the same
 -- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
-local function split(fpb, t)
+local function split(fpb, t, keypos, respos)
     local b = {string.byte(fpb, 1, 8)}
     local function at(pos)
         return bit.band(bit.rshift(b[8 - math.floor(pos / 8)], pos % 8), 1)
     end
     local klo, khi, r = 0, 0, 0
-    for i, pos in ipairs(KEYPOS[t]) do
+    for i, pos in ipairs(keypos[t]) do
         if at(pos) == 1 then
             if i <= 32 then klo = klo + 2 ^ (i - 1) else khi = khi + 2 ^ (i - 33) end
         end
     end
-    for i, pos in ipairs(RESPOS[t]) do
+    for i, pos in ipairs(respos[t]) do
         if at(pos) == 1 then r = r + 2 ^ (i - 1) end
     end
     local key = khi > 0 and string.format('%x%08x', khi, klo) or string.format('%x', klo)
@@ -44,7 +45,7 @@ end
 
 -- The fingerprint bytes that differ from ``fpb`` at key position ``flip`` (-1: none) and at the
 -- residual bits of table ``t`` set in ``diff``.
-local function rebuild(fpb, t, flip, diff)
+local function rebuild(fpb, t, flip, diff, respos)
     local b = {string.byte(fpb, 1, 8)}
     local function toggle(pos)
         local i = 8 - math.floor(pos / 8)
@@ -53,7 +54,7 @@ local function rebuild(fpb, t, flip, diff)
     if flip >= 0 then toggle(flip) end
     local i = 1
     while diff > 0 do
-        if diff % 2 == 1 then toggle(RESPOS[t][i]) end
+        if diff % 2 == 1 then toggle(respos[t][i]) end
         diff = math.floor(diff / 2)
         i = i + 1
     end
@@ -84,57 +85,59 @@ local function unband(id, fpb)
         return
     end
     redis.call('HDEL', FPS, fpb)
-    for t = 1, #KEYPOS do
-        local bucket, member = split(fpb, t)
+    local keypos, respos = layout()
+    for t = 1, TABLES do
+        local bucket, member = split(fpb, t, keypos, respos)
         redis.call('SREM', bucket, member)
     end
 end
 
--- Insert buckets are KEYS[1..#KEYPOS] with their residual members in ``members``.
-local function band(id, fpb, members)
-    local raw = redis.call('HGET', FPS, fpb)
-    local ids = raw and cjson.decode(raw) or {}
+-- Insert buckets are KEYS[1..TABLES] with their residual members in ``members``; ``id_json`` is
+-- the JSON list of the id alone, the fingerprint map's value in the common (unshared) case;
+-- ``unseen``: a lookup just found nothing at distance 0, so the map has no entry to read.
+local function band(id, id_json, fpb, members, unseen)
+    local raw = not unseen and redis.call('HGET', FPS, fpb)
+    if not raw then
+        redis.call('HSET', FPS, fpb, id_json)
+        for t = 1, TABLES do redis.call('SADD', KEYS[t], members[t]) end
+        return
+    end
+    local ids = cjson.decode(raw)
     for _, other in ipairs(ids) do
         if other == id then return end
     end
     ids[#ids + 1] = id
     redis.call('HSET', FPS, fpb, cjson.encode(ids))
-    if not raw then
-        for t = 1, #KEYPOS do redis.call('SADD', KEYS[t], members[t]) end
-    end
 end
 
--- Insert or replace record ``r`` (fields id, fpb, first_seen, retention, blob, urls, expires);
--- a replaced record leaves its old buckets or digest, keeps its URLs and its earliest first-seen.
-local function store(r, digest, members)
+-- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
+-- expires); a replaced record leaves its old buckets or digest, keeps its URLs and earliest first-seen.
+local function store(r, digest, members, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
-    local first_seen, urls = r.first_seen, cjson.decode(r.urls)
+    local first_seen, urls = r.first_seen, r.urls
     if old[1] then
         if old[4] then redis.call('HDEL', EXACT, old[4]) else unband(r.id, old[1]) end
         if tonumber(old[2]) < tonumber(first_seen) then first_seen = old[2] end
-        urls = append_new(cjson.decode(old[3]), urls)
+        urls = cjson.encode(append_new(cjson.decode(old[3]), cjson.decode(urls)))
         redis.call('DEL', key)
+        redis.call('ZREM', EXPIRY, r.id)
     else
         redis.call('INCR', COUNT)
     end
-    redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', cjson.encode(urls))
     if digest then
-        redis.call('HSET', key, 'd', digest)
+        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls, 'd', digest)
         redis.call('HSET', EXACT, digest, r.id)
     else
-        band(r.id, r.fpb, members)
+        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls)
+        band(r.id, r.id_json, r.fpb, members, unseen)
     end
-    if r.expires == '' then
-        redis.call('ZREM', EXPIRY, r.id)
-    else
-        redis.call('ZADD', EXPIRY, r.expires, r.id)
-    end
+    if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
 
 local function read_record(at)
-    return {id = ARGV[at], fpb = ARGV[at + 1], first_seen = ARGV[at + 2], retention = ARGV[at + 3],
-            blob = ARGV[at + 4], urls = ARGV[at + 5], expires = ARGV[at + 6]}
+    return {id = ARGV[at], id_json = ARGV[at + 1], fpb = ARGV[at + 2], first_seen = ARGV[at + 3],
+            retention = ARGV[at + 4], blob = ARGV[at + 5], urls = ARGV[at + 6], expires = ARGV[at + 7]}
 end
 
 local function erase(id)
@@ -149,15 +152,19 @@ local function erase(id)
 end
 
 -- ARGV: prefix, mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes,
--- probe count n, n x (table, flipped key position or -1, query residual), then the record (not 'c').
--- KEYS: the n probe buckets, insert buckets first. Returns flat (id, fingerprint, distance, blob)*.
+-- the probes packed as n x struct '>Bbd' (table, flipped key position or -1, query residual: a
+-- double, exact below 2^53), then the record (not for 'c'). KEYS: the n probe buckets, insert
+-- buckets first. Returns flat (id, fingerprint, distance, blob)*.
 local function check_add()
-    local mode, maxd, fpb, n = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-    local found, out = {}, {}
-    if mode ~= 'a' then
-        for p = 1, n do
-            local a = 5 + 3 * (p - 1)
-            local t, flip, q = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local mode, maxd, fpb, probes = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+    local n = #probes / 10
+    local found, out, residuals, respos = {}, {}, {}, nil
+    local pos = 1
+    for p = 1, n do
+        local t, flip, q
+        t, flip, q, pos = struct.unpack('>Bbd', probes, pos)
+        residuals[p] = q
+        if mode ~= 'a' then
             local base = flip >= 0 and 1 or 0
             local qhi = math.floor(q / TWO26)
             local qlo = q - qhi * TWO26
@@ -169,23 +176,26 @@ local function check_add()
                 if d <= maxd then
                     local xhi = bit.bxor(hi, qhi)
                     d = d + popcount(xhi)
-                    if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
+                    if d <= maxd then
+                        if not respos then _, respos = layout() end
+                        found[rebuild(fpb, t, flip, xhi * TWO26 + xlo, respos)] = d
+                    end
                 end
             end
         end
-        for cand, d in pairs(found) do
-            for _, id in ipairs(cjson.decode(redis.call('HGET', FPS, cand))) do
-                out[#out + 1] = id
-                out[#out + 1] = cand
-                out[#out + 1] = d
-                out[#out + 1] = redis.call('HGET', record_key(id), 's')
-            end
+    end
+    for cand, d in pairs(found) do
+        for _, id in ipairs(cjson.decode(redis.call('HGET', FPS, cand))) do
+            out[#out + 1] = id
+            out[#out + 1] = cand
+            out[#out + 1] = d
+            out[#out + 1] = redis.call('HGET', record_key(id), 's')
         end
     end
     if mode == 'a' or (mode == 'ca' and #out == 0) then
         local members = {}
-        for t = 1, #KEYPOS do members[t] = ARGV[5 + 3 * t] end
-        store(read_record(6 + 3 * n), false, members)
+        for t = 1, TABLES do members[t] = string.format('%.0f', residuals[t]) end
+        store(read_record(6), false, members, mode == 'ca')
     end
     return out
 end
@@ -194,7 +204,7 @@ end
 local function check_add_exact()
     local holder = redis.call('HGET', EXACT, ARGV[2])
     if holder then return holder end
-    store(read_record(3), ARGV[2], nil)
+    store(read_record(3), ARGV[2], nil, false)
     return false
 end
 

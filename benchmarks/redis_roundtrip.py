@@ -1,0 +1,193 @@
+"""Redis check-and-add throughput and memory: our one-script index against the seed-style design.
+
+Seed-style: one SMEMBERS per band (4 round trips, members ``"<id>:<fingerprint>"`` decoded and
+compared in Python) then a pipeline of 4 SADDs (the 5th round trip). Ours: one EVALSHA per item.
+Both run in the same process against a redis-server of this script's own (started and killed here),
+one item at a time and with many items in flight (the pipeline processes items concurrently).
+
+    python benchmarks/redis_roundtrip.py [--items 20000] [--memory-records 100000] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+import redis
+import redis.asyncio as aioredis
+
+from scrapy_simhash.index import Record, open_index
+from scrapy_simhash.layout import BlockLayout
+
+MAX_DISTANCE = 3
+BANDS = 4
+
+
+def start_server() -> tuple[subprocess.Popen, int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    directory = tempfile.mkdtemp(prefix="simhash-bench-redis-")
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", directory],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    client.close()
+    return process, port
+
+
+class SeedStyle:
+    """The seed's design: band sets of ``"<id>:<fingerprint>"`` strings, filtered in Python."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.layout = BlockLayout(bands=BANDS)
+
+    async def check_and_add(self, record_id: str, fingerprint: int) -> bool:
+        keys = [f"{self.prefix}:{t}:{key}" for t, key in self.layout.insert_keys(fingerprint)]
+        for key in keys:
+            for member in await self.client.smembers(key):
+                other = int(member.rsplit(b":", 1)[1])
+                if (other ^ fingerprint).bit_count() <= MAX_DISTANCE:
+                    return False
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.sadd(key, f"{record_id}:{fingerprint}")
+            await pipe.execute()
+        return True
+
+
+def workload(count: int, seed: int) -> list[tuple[str, int]]:
+    """URL-like ids (the pipeline's default id is the URL); one item in ten is a near-duplicate."""
+    rng = random.Random(seed)
+    items: list[tuple[str, int]] = []
+    for i in range(count):
+        if items and rng.random() < 0.1:
+            fp = rng.choice(items)[1]
+            for pos in rng.sample(range(64), rng.randint(0, MAX_DISTANCE)):
+                fp ^= 1 << pos
+        else:
+            fp = rng.getrandbits(64)
+        items.append((f"https://docs.example.com/en/latest/topics/page-{seed}-{i}.html", fp))
+    return items
+
+
+async def rate(items: list, call: Callable[[str, int], Awaitable], concurrency: int) -> float:
+    """Items per second with ``concurrency`` calls in flight (1: strictly one at a time)."""
+    started = time.perf_counter()
+    if concurrency == 1:
+        for item in items:
+            await call(*item)
+    else:
+        queue = iter(items)
+
+        async def worker() -> None:
+            for item in queue:
+                await call(*item)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return len(items) / (time.perf_counter() - started)
+
+
+def memory_of(client: redis.Redis, pattern: str) -> tuple[int, int]:
+    """(bytes by MEMORY USAGE over every key matching ``pattern``, number of keys)."""
+    keys = list(client.scan_iter(match=pattern, count=5000))
+    total = 0
+    for start in range(0, len(keys), 5000):
+        pipe = client.pipeline(transaction=False)
+        for key in keys[start : start + 5000]:
+            pipe.memory_usage(key, samples=0)
+        total += sum(pipe.execute())
+    return total, len(keys)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument("--memory-records", type=int, default=100_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--shingles", type=int, default=1000, help="verification hashes per record (corpus median ~1,077)")
+    args = parser.parse_args()
+    process, port = start_server()
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        shingles = np.unique(np.random.default_rng(0).integers(0, 2**32, args.shingles, dtype=np.uint64)).astype(np.uint32)
+        print(f"redis-server {redis.Redis(port=port).info('server')['redis_version']} on port {port}; "
+              f"{args.items} items, 10% near-duplicates, max distance {MAX_DISTANCE}, {BANDS} bands, "
+              f"{len(shingles)} verification hashes per record")
+        for concurrency in (1, args.concurrency):
+            seed_client = aioredis.Redis.from_url(url)
+            seed = SeedStyle(seed_client, f"seed{concurrency}")
+            index = open_index(url, spider=f"ours{concurrency}")
+
+            async def ours(record_id: str, fp: int, index=index) -> None:
+                await index.check_and_add(Record(id=record_id, fingerprint=fp, url=record_id, shingles=shingles), MAX_DISTANCE)
+
+            seed_rate = await rate(workload(args.items, 1), seed.check_and_add, concurrency)
+            our_rate = await rate(workload(args.items, 1), ours, concurrency)
+            print(f"  {concurrency:3d} in flight: seed-style {seed_rate:8,.0f} items/s   ours {our_rate:8,.0f} items/s"
+                  f"   ratio {our_rate / seed_rate:5.1f}x")
+            await index.close()
+            await seed_client.aclose()
+
+        admin = redis.Redis(port=port)
+        admin.flushall()
+        n = args.memory_records
+        print(f"memory at {n:,} records (ids ~{len(workload(1, 2)[0][0])} chars, MEMORY USAGE SAMPLES 0):")
+        before = admin.info("memory")["used_memory"]
+        seed_client = aioredis.Redis.from_url(url)
+        seed = SeedStyle(seed_client, "seed")
+        items = workload(n, 2)
+        for start in range(0, n, 1000):  # fill without the lookups: memory only
+            async with seed_client.pipeline(transaction=False) as pipe:
+                for record_id, fp in items[start : start + 1000]:
+                    for t, key in seed.layout.insert_keys(fp):
+                        pipe.sadd(f"seed:{t}:{key}", f"{record_id}:{fp}")
+                await pipe.execute()
+        seed_used = admin.info("memory")["used_memory"] - before
+        seed_bytes, seed_keys = memory_of(admin, "seed:*")
+        await seed_client.aclose()
+
+        index = open_index(url, spider="ours")
+        bare = np.empty(0, dtype=np.uint32)
+        before = admin.info("memory")["used_memory"]
+
+        async def add(record_id: str, fp: int) -> None:
+            await index.add(Record(id=record_id, fingerprint=fp, url=record_id, shingles=bare))
+
+        await rate(items, add, args.concurrency)
+        our_used = admin.info("memory")["used_memory"] - before
+        bucket_bytes, bucket_keys = memory_of(admin, "simhash:{ours}:b:*")
+        map_bytes, _ = memory_of(admin, "simhash:{ours}:f")
+        record_bytes, _ = memory_of(admin, "simhash:{ours}:r:*")
+        await index.close()
+        band = bucket_bytes + map_bytes
+        print(f"  seed-style band sets: {seed_bytes / n:6.1f} B/record ({seed_keys:,} keys; INFO used_memory "
+              f"{seed_used / n:6.1f} B/record)")
+        print(f"  ours, band entries:   {band / n:6.1f} B/record = buckets {bucket_bytes / n:.1f} ({bucket_keys:,} keys) "
+              f"+ fingerprint->id map {map_bytes / n:.1f}   ratio {band / seed_bytes:.2f} of seed-style")
+        print(f"  ours, record store (no verification hashes, 1 URL): {record_bytes / n:6.1f} B/record; "
+              f"INFO used_memory for everything {our_used / n:6.1f} B/record")
+    finally:
+        process.kill()
+        process.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
