@@ -19,6 +19,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpus-scrapy-docs.jsonl"
+# A release's table of contents; no page slug starts with "_", so no page overwrites it.
+INDEX = "_toc.html"
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,8 @@ def build_sites(docs: list[dict], out: Path, sites: Iterable[Site] = SITES) -> i
             for doc in pages:
                 (root / release / f"{_slug(doc['page'])}.html").write_text(render(site, doc, sidebar), encoding="utf-8")
             entries = "".join(f'<li><a href="{_slug(d["page"])}.html">{html.escape(d["title"])}</a></li>' for d in pages)
-            (root / release / "index.html").write_text(f"<html><body><ul>{entries}</ul></body></html>", encoding="utf-8")
-            links.append(f'<li><a href="{release}/index.html">Release {release}</a></li>')
+            (root / release / INDEX).write_text(f"<html><body><ul>{entries}</ul></body></html>", encoding="utf-8")
+            links.append(f'<li><a rel="index" href="{release}/{INDEX}">Release {release}</a></li>')
             count += len(pages)
         (root / "index.html").write_text(f"<html><body><ul>{''.join(links)}</ul></body></html>", encoding="utf-8")
     return count

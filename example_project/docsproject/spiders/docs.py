@@ -35,9 +35,9 @@ class DocsSpider(scrapy.Spider):
             yield scrapy.Request((site / "index.html").as_uri(), callback=self.parse_index)
 
     def parse_index(self, response: Response) -> Iterator[scrapy.Request]:
-        for href in response.css("a::attr(href)").getall():
-            callback = self.parse_index if href.endswith("index.html") else self.parse_page
-            yield response.follow(href, callback=callback)
+        """A site's front page links its release indexes (``rel="index"``), which link the pages."""
+        yield from response.follow_all(css="a[rel=index]", callback=self.parse_index)
+        yield from response.follow_all(css="a:not([rel=index])", callback=self.parse_page)
 
     def parse_page(self, response: Response) -> Iterator[dict[str, str]]:
         yield {
