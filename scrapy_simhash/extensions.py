@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from scrapy import signals
 
-from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes, shingles
+from scrapy_simhash.fingerprint import jaccard_hashes, shingles
 from scrapy_simhash.guard import IndexUnavailable
 from scrapy_simhash.settings import data_file, read
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from scrapy_simhash.fingerprint import Fingerprinter
     from scrapy_simhash.guard import GuardedIndex
 
 __all__ = ["NO_BOILERPLATE", "Boilerplate", "BoilerplateLearner", "learn_boilerplate", "summary_path"]
@@ -107,17 +108,16 @@ class BoilerplateLearner:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        assert crawler.spider is not None
-        config = read(crawler.settings, crawler.spider.name)
+        config = read(crawler.settings, spider_name="")  # only the learner's settings are used
         self.min_share = config.boilerplate_min_share
         self.min_pages = config.boilerplate_min_pages
         self.max_held = config.boilerplate_max_held
         self.warmup_timeout = config.boilerplate_warmup_timeout
-        self.key_prefix = config.key_prefix.replace("{spider}", crawler.spider.name)
+        self.key_prefix = ""  # of the pipeline's index, given by bind()
         self.crawler = crawler
         self.stats = crawler.stats
         self.store: GuardedIndex | None = None
-        self.fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
+        self.fingerprinter: Fingerprinter | None = None
         self.held = 0
         self._sets: dict[str, Boilerplate] = {}
         self._warmups: dict[str, _Warmup] = {}
@@ -131,14 +131,16 @@ class BoilerplateLearner:
     def from_crawler(cls, crawler: Crawler) -> BoilerplateLearner:
         return cls(crawler)
 
-    def bind(self, store: GuardedIndex, fingerprinter: Fingerprinter) -> None:
+    def bind(self, store: GuardedIndex, fingerprinter: Fingerprinter, key_prefix: str) -> None:
         """Called by the pipeline once its index is open: sets are loaded from and saved to it."""
         self.store = store
         self.fingerprinter = fingerprinter
+        self.key_prefix = key_prefix
         self._ticker = asyncio.ensure_future(self._tick())
 
     async def boilerplate_for(self, host: str, text: str) -> Boilerplate:
         """The set to fingerprint ``text`` of ``host`` with; during a host's warm-up, waits for it."""
+        assert self.fingerprinter is not None, "bind() the learner to an index first"
         if host in self._sets:
             return self._sets[host]
         if host not in self._warmups:
@@ -188,7 +190,7 @@ class BoilerplateLearner:
         await asyncio.shield(task)
 
     async def _fetch(self, host: str) -> None:
-        assert self.store is not None, "bind() the learner to an index first"
+        assert self.store is not None
         try:
             stored = await self.store.call("load_boilerplate", host)
         except IndexUnavailable as exc:
@@ -241,6 +243,7 @@ class BoilerplateLearner:
 
     def _write_summary(self, host: str, boilerplate: Boilerplate, warmup: _Warmup, counts: dict[int, int]) -> None:
         """The most widespread boilerplate shingles as text: the index keeps hashes only."""
+        assert self.fingerprinter is not None
         texts: dict[int, str] = {}
         for text in warmup.texts:
             if len(texts) == len(counts):

@@ -128,9 +128,10 @@ class SimhashPipeline:
         self.index = GuardedIndex(
             index, retries=config.index_retries, delay=config.index_retry_delay, max_delay=MAX_RETRY_DELAY, stats=self.stats
         )
+        prefix = config.key_prefix.replace("{spider}", self.spider_name)
         if self.learner is not None:
-            self.learner.bind(self.index, self.fingerprinter)
-        stream = f"{config.key_prefix.replace('{spider}', self.spider_name)}:"
+            self.learner.bind(self.index, self.fingerprinter, prefix)
+        stream = f"{prefix}:"
         if config.merge_log:
             self.merge_log = open_merge_log(config.merge_log, stream + "merges")
         if config.review_log:

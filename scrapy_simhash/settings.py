@@ -67,8 +67,11 @@ MAX_RETRY_DELAY = 2.0
 
 
 def data_file(name: str) -> str:
-    """Absolute path of ``name`` under the project's ``.scrapy/simhash/`` (like HTTPCACHE_DIR)."""
-    return os.path.abspath(os.path.join(data_path("simhash", createdir=True), name))
+    """Absolute path of ``name`` under the project's ``.scrapy/simhash/`` (like HTTPCACHE_DIR).
+
+    Not created here: whoever writes the file creates its directory, so reading settings has no side effect.
+    """
+    return os.path.abspath(os.path.join(data_path("simhash"), name))
 
 
 def _setting(settings: BaseSettings, name: str) -> Any:
