@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import platform
 import math
 import random
 import re
@@ -115,6 +116,9 @@ def main() -> None:
     print(f"naive per-bit Python SimHash:                    {naive:7.1f} MB/s")
     print(f"ours / floor: {ours / floor:.2f}x (target >= 0.5x)")
     print(f"ours / naive: {ours_on_sample / naive:.1f}x on the same texts (target >= 10x)")
+    digest = hashlib.sha256(b"".join(fingerprint(text).to_bytes(8, "little") for text in texts)).hexdigest()
+    print(f"digest of all {len(texts)} fingerprints (compare across machines and Pythons): {digest[:16]}")
+    print(f"  Python {platform.python_version()}, numpy {np.__version__}, Unicode {unicodedata.unidata_version}")
 
     bodies = {doc["body_text"] for doc in docs}
     paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}
