@@ -1,0 +1,65 @@
+"""One real Scrapy crawl, in its own OS process, whose spider emits the items of a JSON-lines file.
+
+    python tests/crawl_stream.py ITEMS.jsonl OUT_DIR '{"SIMHASH_INDEX_URL": ...}' [BARRIER_DIR]
+
+Items pass through ``SimhashPipeline`` as in production; the kept ones are exported to
+``OUT_DIR/kept.jsonl`` (a feed), the merge log goes to ``OUT_DIR/merges.jsonl`` and the crawl's
+stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR`` the spider
+announces itself there and emits nothing until a ``go`` file appears, so that several crawler
+processes really ingest at the same moment. Used by the multi-process and fail-mode tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from scrapy import Spider
+from scrapy.crawler import CrawlerProcess
+from scrapy.exceptions import ScrapyDeprecationWarning
+
+
+class StreamSpider(Spider):
+    name = "stream"
+
+    def __init__(self, items_path: str, barrier: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.items_path = items_path
+        self.barrier = Path(barrier) if barrier else None
+
+    async def start(self):
+        if self.barrier is not None:
+            (self.barrier / f"ready-{os.getpid()}").touch()
+            while not (self.barrier / "go").exists():
+                await asyncio.sleep(0.01)
+        with open(self.items_path, encoding="utf-8") as lines:
+            for line in lines:
+                yield json.loads(line)
+
+
+def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
+    settings = {
+        "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
+        "FEEDS": {str(out_dir / "kept.jsonl"): {"format": "jsonlines"}},
+        "SIMHASH_MERGE_LOG": str(out_dir / "merges.jsonl"),
+        "SIMHASH_REVIEW_LOG": "",
+        "SIMHASH_MAX_DISTANCE": 3,
+        "LOG_FILE": str(out_dir / "crawl.log"),
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        **overrides,
+    }
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(StreamSpider)
+    process.crawl(crawler, items_path=items_path, barrier=barrier)
+    process.start()
+    (out_dir / "stats.json").write_text(json.dumps(crawler.stats.get_stats(), default=str))
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("error", ScrapyDeprecationWarning)
+    crawl(sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]), *sys.argv[4:5])
