@@ -128,7 +128,9 @@ def build_sites(docs: list[dict], out: Path, sites: Iterable[Site] = SITES) -> i
             (root / release).mkdir(parents=True)
             for doc in pages:
                 (root / release / f"{_slug(doc['page'])}.html").write_text(render(site, doc, sidebar), encoding="utf-8")
-            entries = "".join(f'<li><a href="{_slug(d["page"])}.html">{html.escape(d["title"])}</a></li>' for d in pages)
+            entries = "".join(
+                f'<li><a href="{_slug(d["page"])}.html">{html.escape(d["title"])}</a></li>' for d in pages
+            )
             (root / release / INDEX).write_text(f"<html><body><ul>{entries}</ul></body></html>", encoding="utf-8")
             links.append(f'<li><a rel="index" href="{release}/{INDEX}">Release {release}</a></li>')
             count += len(pages)

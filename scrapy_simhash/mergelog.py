@@ -124,7 +124,10 @@ class StreamMergeLog(MergeLog):
 
 
 def _stream_fields(record: dict[str, Any]) -> dict[str, str]:
-    return {key: json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value) for key, value in record.items()}
+    return {
+        key: json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+        for key, value in record.items()
+    }
 
 
 def _from_stream_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:

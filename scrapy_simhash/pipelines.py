@@ -126,7 +126,11 @@ class SimhashPipeline:
             key_prefix=config.key_prefix,
         )
         self.index = GuardedIndex(
-            index, retries=config.index_retries, delay=config.index_retry_delay, max_delay=MAX_RETRY_DELAY, stats=self.stats
+            index,
+            retries=config.index_retries,
+            delay=config.index_retry_delay,
+            max_delay=MAX_RETRY_DELAY,
+            stats=self.stats,
         )
         prefix = config.key_prefix.replace("{spider}", self.spider_name)
         if self.learner is not None:
@@ -175,7 +179,8 @@ class SimhashPipeline:
         except IndexUnavailable as exc:
             if self.config.on_index_error == "fail":
                 # Not awaited: closing waits for in-flight items, this one included.
-                self._closing = asyncio.ensure_future(self.crawler.engine.close_spider_async(reason="simhash_index_error"))
+                closing = self.crawler.engine.close_spider_async(reason="simhash_index_error")
+                self._closing = asyncio.ensure_future(closing)
                 raise
             return self._unchecked(item, str(exc))
         if match is None:
@@ -198,7 +203,8 @@ class SimhashPipeline:
         url = field_value(adapter, config.url_field)
         retention = field_value(adapter, config.retention_field) or "default"
         if retention not in self.retention_classes:
-            raise BadFieldError(f"unknown retention class {retention!r} (SIMHASH_RETENTION: {sorted(self.retention_classes)})")
+            known = sorted(self.retention_classes)
+            raise BadFieldError(f"unknown retention class {retention!r} (SIMHASH_RETENTION: {known})")
         return Page(
             id=field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text)}",
             url=url,
@@ -209,7 +215,9 @@ class SimhashPipeline:
 
     def _unchecked(self, item: Any, reason: str) -> Any:
         self.stats.inc_value("simhash/unchecked")
-        logger.warning("Passing an item on unchecked: %(reason)s", {"reason": reason}, extra={"spider": self.crawler.spider})
+        logger.warning(
+            "Passing an item on unchecked: %(reason)s", {"reason": reason}, extra={"spider": self.crawler.spider}
+        )
         return item
 
     async def _judge(self, page: Page) -> Match | None:
@@ -220,7 +228,9 @@ class SimhashPipeline:
             return None
         if words < self.config.min_words:
             return await self._judge_exact(page)
-        boilerplate = NO_BOILERPLATE if self.learner is None else await self.learner.boilerplate_for(page.host, page.text)
+        boilerplate = NO_BOILERPLATE
+        if self.learner is not None:
+            boilerplate = await self.learner.boilerplate_for(page.host, page.text)
         signature = self.fingerprinter.signature(page.text, boilerplate.hashes)
         if signature.fingerprint == 0:  # nothing left beside boilerplate: 0 would match every empty page
             self.stats.inc_value("simhash/empty_content")
@@ -233,7 +243,9 @@ class SimhashPipeline:
         for candidate in candidates:
             self.stats.inc_value("simhash/candidates_checked")
             similarity = jaccard_hashes(record.shingles, candidate.shingles)
-            match = Match(candidate.record_id, candidate.fingerprint, record.fingerprint, candidate.distance, similarity)
+            match = Match(
+                candidate.record_id, candidate.fingerprint, record.fingerprint, candidate.distance, similarity
+            )
             if similarity >= self.config.jaccard_threshold:
                 await self._merge(page, match, rule)
                 return match
@@ -348,7 +360,9 @@ class SimhashPipeline:
             await log.write(record)
         except Exception:  # a lost audit record must be loud, not fatal to the crawl
             self.stats.inc_value("simhash/merge_log_errors")
-            logger.error("Could not write merge-log record %r", record, exc_info=True, extra={"spider": self.crawler.spider})
+            logger.error(
+                "Could not write merge-log record %r", record, exc_info=True, extra={"spider": self.crawler.spider}
+            )
 
     def _annotate(self, adapter: ItemAdapter, match: Match) -> None:
         fields = {

@@ -125,7 +125,7 @@ def test_syndicated_copies_are_dropped_and_distinct_pages_on_one_template_kept(s
     # Every contributing URL is in the merge log: both copies of every page.
     urls = {r["canonical_url"] for r in merged} | {r["duplicate_url"] for r in merged}
     assert len(urls) == 2 * PAGES
-    assert {r["rule"]["boilerplate_version"] for r in merged} - {0} == {r["rule"]["boilerplate_version"] for r in merged}
+    assert all(r["rule"]["boilerplate_version"] > 0 for r in merged)  # fingerprinted with a learned set
 
 
 def test_a_recrawl_finds_the_first_crawls_records_and_boilerplate(site, tmp_path):

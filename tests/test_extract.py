@@ -12,7 +12,10 @@ from itemadapter import ItemAdapter
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 
 FIELDS = ["title", "description", "body_text"]
-HTML = "<html><body><nav><a href='/'>Home</a></nav><p>First <b>bold</b> paragraph.</p><script>var x;</script></body></html>"
+HTML = (
+    "<html><body><nav><a href='/'>Home</a></nav><p>First <b>bold</b> paragraph.</p>"
+    "<script>var x;</script></body></html>"
+)
 
 
 class PageItem(scrapy.Item):

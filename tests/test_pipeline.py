@@ -136,7 +136,9 @@ async def test_an_unreadable_item_is_passed_on_and_counted(tmp_path, caplog) -> 
 
 async def test_unreachable_redis_with_pass_lets_items_through_counted(tmp_path, body) -> None:
     pipeline = await open_pipeline(
-        settings(tmp_path, SIMHASH_INDEX_URL="redis://127.0.0.1:1/0", SIMHASH_INDEX_RETRIES=1, SIMHASH_INDEX_RETRY_DELAY=0)
+        settings(
+            tmp_path, SIMHASH_INDEX_URL="redis://127.0.0.1:1/0", SIMHASH_INDEX_RETRIES=1, SIMHASH_INDEX_RETRY_DELAY=0
+        )
     )
     try:
         assert await feed(pipeline, {"url": "u1", "body_text": body})
