@@ -88,9 +88,9 @@ def workload(count: int, seed: int) -> list[tuple[str, int]]:
     return items
 
 
-async def rate(items: list, call: Callable[[str, int], Awaitable], concurrency: int) -> float:
-    """Items per second with ``concurrency`` calls in flight (1: strictly one at a time)."""
-    started = time.perf_counter()
+async def rate(items: list, call: Callable[[str, int], Awaitable], concurrency: int) -> tuple[float, float]:
+    """(items per second, client CPU microseconds per item) with ``concurrency`` calls in flight."""
+    started, cpu = time.perf_counter(), time.process_time()
     if concurrency == 1:
         for item in items:
             await call(*item)
@@ -102,7 +102,12 @@ async def rate(items: list, call: Callable[[str, int], Awaitable], concurrency: 
                 await call(*item)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return len(items) / (time.perf_counter() - started)
+    return len(items) / (time.perf_counter() - started), (time.process_time() - cpu) / len(items) * 1e6
+
+
+def server_usec(admin: redis.Redis) -> float:
+    """Server time spent in commands since the last CONFIG RESETSTAT, in microseconds."""
+    return sum(stats["usec"] for stats in admin.info("commandstats").values())
 
 
 def memory_of(client: redis.Redis, pattern: str) -> tuple[int, int]:
@@ -126,9 +131,10 @@ async def main() -> None:
     args = parser.parse_args()
     process, port = start_server()
     url = f"redis://127.0.0.1:{port}/0"
+    admin = redis.Redis(port=port)
     try:
         shingles = np.unique(np.random.default_rng(0).integers(0, 2**32, args.shingles, dtype=np.uint64)).astype(np.uint32)
-        print(f"redis-server {redis.Redis(port=port).info('server')['redis_version']} on port {port}; "
+        print(f"redis-server {admin.info('server')['redis_version']} on port {port}; "
               f"{args.items} items, 10% near-duplicates, max distance {MAX_DISTANCE}, {BANDS} bands, "
               f"{len(shingles)} verification hashes per record")
         for concurrency in (1, args.concurrency):
@@ -139,14 +145,18 @@ async def main() -> None:
             async def ours(record_id: str, fp: int, index=index) -> None:
                 await index.check_and_add(Record(id=record_id, fingerprint=fp, url=record_id, shingles=shingles), MAX_DISTANCE)
 
-            seed_rate = await rate(workload(args.items, 1), seed.check_and_add, concurrency)
-            our_rate = await rate(workload(args.items, 1), ours, concurrency)
+            figures = []
+            for call in (seed.check_and_add, ours):
+                admin.config_resetstat()
+                items_per_s, client_us = await rate(workload(args.items, 1), call, concurrency)
+                figures.append((items_per_s, client_us, server_usec(admin) / args.items))
+            (seed_rate, *seed_cost), (our_rate, *our_cost) = figures
             print(f"  {concurrency:3d} in flight: seed-style {seed_rate:8,.0f} items/s   ours {our_rate:8,.0f} items/s"
-                  f"   ratio {our_rate / seed_rate:5.1f}x")
+                  f"   ratio {our_rate / seed_rate:5.1f}x   (us/item client CPU + server: seed-style "
+                  f"{seed_cost[0]:.0f} + {seed_cost[1]:.0f}, ours {our_cost[0]:.0f} + {our_cost[1]:.0f})")
             await index.close()
             await seed_client.aclose()
 
-        admin = redis.Redis(port=port)
         admin.flushall()
         n = args.memory_records
         print(f"memory at {n:,} records (ids ~{len(workload(1, 2)[0][0])} chars, MEMORY USAGE SAMPLES 0):")
@@ -185,6 +195,7 @@ async def main() -> None:
         print(f"  ours, record store (no verification hashes, 1 URL): {record_bytes / n:6.1f} B/record; "
               f"INFO used_memory for everything {our_used / n:6.1f} B/record")
     finally:
+        admin.close()
         process.kill()
         process.wait()
 

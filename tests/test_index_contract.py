@@ -247,6 +247,19 @@ async def test_expired_records_leave_the_bands(make_index, snapshot):
     assert [c.record_id for c in await index.candidates(brief.fingerprint, 3)] == ["keep"]
 
 
+@pytest.mark.parametrize("reconfigured, erased", [({"short": None}, 0), ({}, 1), ({"short": 1000.0}, 0)])
+async def test_a_merge_applies_the_current_ttl_of_the_record_class(make_index, reconfigured, erased):
+    """A class now kept for good stops expiring, a class no longer configured keeps its expiry."""
+    clock = Clock()
+    first = make_index(retention={"default": None, "short": 100.0}, clock=clock)
+    await first.add(_record(random.Random(14), "r", retention="short"))
+    await first.close()
+    index = make_index(retention={"default": None, **reconfigured}, clock=clock)
+    await index.merge("r", "https://again.example.com/", clock.now)
+    clock.now += 101
+    assert await index.expire() == erased
+
+
 async def test_unknown_retention_class_is_refused(make_index):
     index = make_index(retention={"default": None})
     with pytest.raises(ValueError, match="unknown retention class 'weekly'"):

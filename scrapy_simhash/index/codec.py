@@ -22,10 +22,9 @@ def encode_hashes(hashes: np.ndarray) -> bytes:
     values = np.asarray(hashes)
     if values.ndim != 1 or (len(values) and (values.min() < 0 or values.max() > 0xFFFFFFFF)):
         raise ValueError("shingle hashes must be a 1-D array of 32-bit unsigned values")
-    values = values.astype(np.uint32)
-    deltas = np.diff(values, prepend=np.uint32(0))
-    if len(values) > 1 and not (deltas[1:] > 0).all():
+    if not (values[1:] > values[:-1]).all():
         raise ValueError("shingle hashes must be sorted and distinct")
+    deltas = np.diff(values.astype(np.uint32), prepend=np.uint32(0))
     planes = deltas.astype(">u4").view(np.uint8).reshape(-1, 4).T
     return zlib.compress(planes.tobytes(), _LEVEL)
 

@@ -208,15 +208,19 @@ local function check_add_exact()
     return false
 end
 
--- ARGV: prefix, id, url, first_seen, now, {class: ttl} JSON. 1 if the record exists.
+-- ARGV: prefix, id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
 local function merge()
     local key = record_key(ARGV[2])
     local old = redis.call('HMGET', key, 't', 'u', 'c')
     if not old[1] then return 0 end
     if tonumber(ARGV[4]) < tonumber(old[1]) then redis.call('HSET', key, 't', ARGV[4]) end
     redis.call('HSET', key, 'u', cjson.encode(append_new(cjson.decode(old[2]), {ARGV[3]})))
-    local ttl = cjson.decode(ARGV[6])[old[3]]
-    if ttl then redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(ARGV[5]) + ttl), ARGV[2]) end
+    local ttl = cjson.decode(ARGV[6])[old[3]]  -- nil: a class no longer configured keeps its expiry
+    if ttl then
+        redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(ARGV[5]) + ttl), ARGV[2])
+    elseif ttl == false then
+        redis.call('ZREM', EXPIRY, ARGV[2])
+    end
     return 1
 end
 

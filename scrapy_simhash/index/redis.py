@@ -67,10 +67,11 @@ class RedisIndex(Index):
         self.client = aioredis.Redis.from_url(url)
         source = _lua_layout(layout) + _LUA
         self._scripts = {name: self.client.register_script(f"{source}\nreturn {name}()") for name in _ENTRY_POINTS}
-        self._ttls = json.dumps({name: ttl for name, ttl in retention.classes.items() if ttl is not None})
+        # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
+        self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
         self._verified = False
         self._queue: list[tuple[str, list, list, asyncio.Future]] = []
-        self._sending = False
+        self._sender: asyncio.Task | None = None
 
     async def _ready(self) -> None:
         """Refuse an index built with another layout (its buckets would silently stop matching)."""
@@ -91,9 +92,8 @@ class RedisIndex(Index):
         await self._ready()
         future = asyncio.get_running_loop().create_future()
         self._queue.append((name, keys or [f"{self.prefix}:f"], [self.prefix, *args], future))
-        if not self._sending:
-            self._sending = True
-            asyncio.get_running_loop().create_task(self._send())
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send())
         return await future
 
     async def _send(self) -> None:
@@ -121,7 +121,7 @@ class RedisIndex(Index):
                     else:
                         future.set_result(result)
         finally:
-            self._sending = False
+            self._sender = None
 
     async def _evalsha(self, batch: list[tuple[str, list, list, asyncio.Future]]) -> list:
         async with self.client.pipeline(transaction=False) as pipe:

@@ -141,7 +141,8 @@ class SQLiteIndex(Index):
         return await self._run(self._scalar, "SELECT COUNT(*) FROM records")
 
     async def close(self) -> None:
-        await self._run(self._disconnect)
+        if self._db is not None:
+            await self._run(self._disconnect)
         self._executor.shutdown(wait=True)
 
     def _disconnect(self) -> None:
@@ -246,14 +247,16 @@ class SQLiteIndex(Index):
 
     def _merge_sync(self, canonical_id: str, url: str, first_seen: float) -> None:
         with self._transaction() as db:
-            row = db.execute("SELECT rid, retention FROM records WHERE id = ?", (canonical_id,)).fetchone()
+            row = db.execute("SELECT rid, retention, expires FROM records WHERE id = ?", (canonical_id,)).fetchone()
             if row is None:
                 logger.warning("merge into %r skipped: no such record (erased or expired)", canonical_id)
                 return
-            rid, retention = row
+            rid, retention, expires = row
+            if retention in self.retention.classes:  # a class no longer configured keeps its expiry
+                expires = self.retention.expiry(retention)
             db.execute(
                 "UPDATE records SET first_seen = MIN(first_seen, ?), expires = ? WHERE rid = ?",
-                (first_seen, self.retention.expiry(retention), rid),
+                (first_seen, expires, rid),
             )
             self._add_urls(rid, [url])
 

@@ -1,0 +1,37 @@
+"""Verification blobs and fingerprint encodings round-trip exactly and refuse what would not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scrapy_simhash.index.codec import decode_hashes, encode_hashes, to_signed, to_unsigned
+
+hash_sets = st.sets(st.integers(0, 2**32 - 1), max_size=300).map(lambda s: np.array(sorted(s), dtype=np.uint32))
+
+
+@given(hash_sets)
+def test_hashes_round_trip(hashes):
+    decoded = decode_hashes(encode_hashes(hashes))
+    assert decoded.dtype == np.uint32 and np.array_equal(decoded, hashes)
+
+
+def test_sorted_random_hashes_compress_below_four_bytes_each():
+    hashes = np.unique(np.random.default_rng(0).integers(0, 2**32, 2000, dtype=np.uint64)).astype(np.uint32)
+    assert len(encode_hashes(hashes)) < 3.5 * len(hashes)
+
+
+@pytest.mark.parametrize(
+    "bad", [np.array([3, 1], dtype=np.uint32), np.array([1, 1], dtype=np.uint32), np.array([2**32]), np.array([-1])]
+)
+def test_unsorted_repeated_or_wide_hashes_are_refused(bad):
+    with pytest.raises(ValueError, match="shingle hashes"):
+        encode_hashes(bad)
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_fingerprints_survive_sqlite_signed_integers(fingerprint):
+    signed = to_signed(fingerprint)
+    assert -(2**63) <= signed < 2**63 and to_unsigned(signed) == fingerprint
