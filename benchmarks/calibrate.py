@@ -25,17 +25,22 @@ fewer probes), else the one reaching the target with the fewest candidates, else
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
 
 import numpy as np
+import redis.asyncio as aioredis
 
 from scrapy_simhash.calibration import random_candidate_fraction
-from scrapy_simhash.evaluate import ground_truth, read_documents
+from scrapy_simhash.evaluate import ground_truth, read_documents, stored_hashes
 from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.index import Record, open_index
+from scrapy_simhash.index.codec import encode_hashes
 from scrapy_simhash.layout import BlockLayout, Layout, make_layout
 from scrapy_simhash.settings import DEFAULTS
 
@@ -47,6 +52,9 @@ REPORT_THRESHOLDS = (0.8, 0.82, 0.85, 0.9, 0.95)
 CANDIDATE_BUDGET = 0.005
 DISTANCE_SLACK = 0.001
 SIMULATED_RECORDS = 1_000_000
+RANDOM_RECORDS = 100_000
+# The Redis backend keeps a bucket member's residual bits as a Lua double: keys need >= 64 - 53 bits.
+MIN_KEY_BITS = 11
 
 
 def candidate_specs() -> list[dict]:
@@ -54,22 +62,26 @@ def candidate_specs() -> list[dict]:
     specs = [{"kind": "blocks", "bands": b, "multiprobe": mp} for b in range(2, 17) for mp in (False, True)]
     specs += [
         {"kind": "sampled", "tables": tables, "bits_per_table": r, "seed": 0, "multiprobe": mp}
-        for r in range(8, 25)
-        for tables in range(1, 17)
+        for r in range(MIN_KEY_BITS, 25)
+        for tables in range(1, 41)
         for mp in (False, True)
     ]
     return specs
 
 
 def build(spec: dict) -> tuple[Layout, int] | None:
-    """The layout and the distance filter it comes with (blocks: their guarantee), or None if refused."""
+    """The layout and the distance filter it comes with (blocks: their guarantee), or None if refused
+    by the layout module or by a backend (Redis keeps at most 53 residual bits)."""
     try:
         if spec["kind"] == "blocks":
             probe = BlockLayout(bits=BITS, bands=spec["bands"], multiprobe=spec["multiprobe"])
-            return make_layout(probe.guaranteed_distance, **spec), probe.guaranteed_distance
-        return make_layout(0, **spec), -1
+            built = make_layout(probe.guaranteed_distance, **spec), probe.guaranteed_distance
+        else:
+            built = make_layout(0, **spec), -1
     except ValueError:
         return None
+    layout = built[0]
+    return built if min(len(layout.key_positions(t)) for t in range(layout.tables)) >= MIN_KEY_BITS else None
 
 
 def slack(layout: Layout) -> int:
@@ -119,6 +131,46 @@ def simulated_random_fraction(layout: Layout, records: int = SIMULATED_RECORDS) 
     fingerprints = rng.integers(0, 2**64, size=records, dtype=np.uint64, endpoint=False)
     query = rng.integers(0, 2**64, dtype=np.uint64, endpoint=False)
     return float(collides(layout, fingerprints ^ query).mean())
+
+
+async def redis_bytes(url: str, layout: Layout, fingerprints: np.ndarray) -> float:
+    """Growth of the Redis server's used_memory per record added through the real index, without a
+    verification blob (own key prefix, deleted afterwards). Use a server of your own: other clients'
+    writes would count too."""
+    client = aioredis.Redis.from_url(url)
+    prefix = f"simhash-calibrate:{{{uuid.uuid4().hex}}}"
+    index = open_index(url, layout=layout, key_prefix=prefix)
+    try:
+        await index.count()
+        before = (await client.info("memory"))["used_memory"]
+        for i, fingerprint in enumerate(fingerprints):
+            await index.add(Record(id=f"r{i}", fingerprint=int(fingerprint)))
+        after = (await client.info("memory"))["used_memory"]
+        return (after - before) / len(fingerprints)
+    finally:
+        await index.close()
+        async for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            await client.unlink(key)
+        await client.aclose()
+
+
+def report_redis_bytes(url: str, layouts: dict[str, Layout], signatures: list) -> None:
+    """Redis bytes per record of each layout at RANDOM_RECORDS random fingerprints, against 4 pigeonhole
+    blocks measured in the same run; plus the verification blob, the same for every layout."""
+    rng = np.random.default_rng(1)
+    fingerprints = rng.integers(1, 2**63, size=RANDOM_RECORDS, dtype=np.int64).astype(np.uint64)
+    blob = np.mean([len(encode_hashes(stored_hashes(s.shingles))) for s in signatures])
+    baseline_layout = BlockLayout(bits=BITS, bands=4)
+    by_layout = {repr(baseline_layout): (baseline_layout, ["baseline: distance 3"])}
+    for name, layout in layouts.items():
+        by_layout.setdefault(repr(layout), (layout, []))[1].append(name)
+    print(f"Redis bytes per record at {RANDOM_RECORDS:,} random records (record + band entries, no verification blob); "
+          f"the corpus's verification blobs add {blob:,.0f} bytes per record on average")
+    baseline = None
+    for layout, names in by_layout.values():
+        measured = asyncio.run(redis_bytes(url, layout, fingerprints))
+        baseline = baseline or measured
+        print(f"  {measured:,.0f} bytes ({measured / baseline:.2f}x baseline) | {layout!r} | {', '.join(names)}")
 
 
 @dataclass
@@ -178,6 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default=ROOT.parent / "shared" / "corpus-scrapy-docs.jsonl", type=Path)
     parser.add_argument("--out", default=ROOT / "scrapy_simhash" / "calibration_table.json", type=Path)
+    parser.add_argument("--redis-url", help="also measure Redis bytes per record there (a server of your own)")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -246,6 +299,14 @@ def main() -> None:
                 f"{row['candidate_fraction']:.4%} ({row['candidate_fraction'] * 1e6:,.0f}), "
                 f"{row['simulated_candidate_fraction']:.4%} | {row['probes']}"
             )
+    if args.redis_url:
+        chosen = {
+            f"J >= {row['jaccard_threshold']:.2f}": make_layout(row["max_distance"], **row["layout"])
+            for row in rows
+            if row["target_recall"] == 0.95 and row["jaccard_threshold"] in REPORT_THRESHOLDS
+        }
+        print()
+        report_redis_bytes(args.redis_url, chosen, signatures)
 
 
 if __name__ == "__main__":
