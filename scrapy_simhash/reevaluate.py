@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from scrapy_simhash.mergelog import DECISIONS
 
-DECISIONS = ("merged", "rejected")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
