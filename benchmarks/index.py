@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from redis_roundtrip import start_server
+from pipeline import throwaway_redis
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.index.codec import to_signed
 from scrapy_simhash.layout import BlockLayout, Layout, SampledLayout
@@ -142,12 +142,8 @@ async def main() -> None:
             with tempfile.TemporaryDirectory(prefix="simhash-bench-") as folder:
                 await run_backend("sqlite", folder, layouts, sizes, args.queries)
         else:
-            process, port = start_server()
-            try:
-                await run_backend("redis", f"redis://127.0.0.1:{port}/0", layouts, sizes, args.queries)
-            finally:
-                process.kill()
-                process.wait()
+            with throwaway_redis() as url:
+                await run_backend("redis", url, layouts, sizes, args.queries)
 
 
 if __name__ == "__main__":

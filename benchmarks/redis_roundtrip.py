@@ -13,9 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
@@ -23,32 +20,12 @@ import numpy as np
 import redis
 import redis.asyncio as aioredis
 
+from pipeline import throwaway_redis
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.layout import BlockLayout
 
 MAX_DISTANCE = 3
 BANDS = 4
-
-
-def start_server() -> tuple[subprocess.Popen, int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    directory = tempfile.mkdtemp(prefix="simhash-bench-redis-")
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", directory],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    client.close()
-    return process, port
 
 
 class SeedStyle:
@@ -129,12 +106,15 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--shingles", type=int, default=1000, help="verification hashes per record (corpus median ~1,077)")
     args = parser.parse_args()
-    process, port = start_server()
-    url = f"redis://127.0.0.1:{port}/0"
-    admin = redis.Redis(port=port)
+    with throwaway_redis() as url:
+        await run(url, args)
+
+
+async def run(url: str, args: argparse.Namespace) -> None:
+    admin = redis.Redis.from_url(url)
     try:
         shingles = np.unique(np.random.default_rng(0).integers(0, 2**32, args.shingles, dtype=np.uint64)).astype(np.uint32)
-        print(f"redis-server {admin.info('server')['redis_version']} on port {port}; "
+        print(f"redis-server {admin.info('server')['redis_version']} at {url}; "
               f"{args.items} items, 10% near-duplicates, max distance {MAX_DISTANCE}, {BANDS} bands, "
               f"{len(shingles)} verification hashes per record")
         for concurrency in (1, args.concurrency):
@@ -196,8 +176,6 @@ async def main() -> None:
               f"INFO used_memory for everything {our_used / n:6.1f} B/record")
     finally:
         admin.close()
-        process.kill()
-        process.wait()
 
 
 if __name__ == "__main__":

@@ -138,6 +138,14 @@ class BlockLayout(Layout):
         super().__init__(positions, bits=bits, multiprobe=multiprobe)
         self.bands = bands
         self.guaranteed_distance = 2 * bands - 1 if multiprobe else bands - 1
+        self._blocks = [(p[0], (1 << len(p)) - 1, (1 << p[0]) - 1) for p in self._keys]
+
+    def split(self, fingerprint: int) -> list[tuple[int, int]]:
+        # Contiguous blocks: shifts and masks, several times faster than the generic byte tables.
+        return [
+            ((fingerprint >> start) & mask, (fingerprint & below) | (fingerprint >> start + mask.bit_length()) << start)
+            for start, mask, below in self._blocks
+        ]
 
     def collision_probability(self, distance: int) -> float:
         self._check_distance(distance)
