@@ -49,7 +49,9 @@ class Command(ScrapyCommand):
             "(default: the configured value, 3 and 7)",
         )
         parser.add_argument(
-            "--thresholds", type=number_list(float), default=list(THRESHOLDS), help="Jaccard thresholds (default: %(default)s)"
+            "--thresholds",
+            type=number_list(float),
+            help=f"Jaccard thresholds (default: {', '.join(map(str, THRESHOLDS))} and SIMHASH_JACCARD_THRESHOLD)",
         )
         parser.add_argument(
             "--redis-url", help="measure the Redis backend there, under a key prefix of its own (default: SQLite)"
@@ -76,20 +78,21 @@ class Command(ScrapyCommand):
                 raise UsageError(f"distance {label!r}: {exc}", print_help=False) from None
             configurations.append(Configuration(label, max_distance, layout))
 
+        thresholds = sorted(set(opts.thresholds or (*THRESHOLDS, config.jaccard_threshold)))
         documents = read_documents(args[0], config.fields)[: opts.limit]
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
         signatures = [fingerprinter.signature(document.text) for document in documents]
-        truth = ground_truth([s.shingles for s in signatures], min(opts.thresholds))
+        truth = ground_truth([s.shingles for s in signatures], thresholds[0])
         print(
             f"{len(documents)} documents, fields {config.fields}, shingle width {config.shingle_width}, "
-            f"{config.weighting} weighting: {len(truth)} pairs with Jaccard >= {min(opts.thresholds)} "
+            f"{config.weighting} weighting: {len(truth)} pairs with Jaccard >= {thresholds[0]} "
             f"(brute force, {time.perf_counter() - started:.1f}s)"
         )
         table = []
         for configuration in configurations:
             run = asyncio.run(run_configuration(configuration, documents, signatures, opts.redis_url))
-            table += rows(run, truth, sorted(opts.thresholds))
+            table += rows(run, truth, thresholds)
         print(format_rows(table))
         print(
             "recall/precision: index candidates within the distance, confirmed by Jaccard on the stored hashes, "
