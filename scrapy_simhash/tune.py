@@ -95,15 +95,18 @@ def grid(
     return rows
 
 
-def recommend(rows: Sequence[Row]) -> Row:
-    """The rule that separates best: highest F1, then highest precision; among those, the threshold
-    in the middle of the tied ones (the widest margin on both sides), then the smallest distance
-    (the cheapest index)."""
+def recommend(rows: Sequence[Row], current: float | None = None) -> Row:
+    """The rule that separates best: highest F1, then highest precision. Among the thresholds tied
+    on both, the one closest to the ``current`` setting (no change without a gain), else the middle
+    one (the widest margin on both sides); then the smallest distance (the cheapest index)."""
     best = max((row.scores.f1, row.scores.precision) for row in rows)
     tied = [row for row in rows if (row.scores.f1, row.scores.precision) == best]
     thresholds = sorted({row.threshold for row in tied})
-    middle = thresholds[(len(thresholds) - 1) // 2]
-    return min((row for row in tied if row.threshold == middle), key=lambda row: row.distance)
+    if current is None:
+        chosen = thresholds[(len(thresholds) - 1) // 2]
+    else:
+        chosen = min(thresholds, key=lambda t: (abs(t - current), t))
+    return min((row for row in tied if row.threshold == chosen), key=lambda row: row.distance)
 
 
 def format_rows(rows: Sequence[Row]) -> str:
@@ -117,6 +120,12 @@ def format_rows(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def settings_lines(row: Row) -> str:
-    """The lines to paste into a project's settings.py."""
-    return f"SIMHASH_MAX_DISTANCE = {row.distance}\nSIMHASH_JACCARD_THRESHOLD = {row.threshold:.2f}"
+def settings_lines(row: Row, auto_distance: int | None = None) -> str:
+    """The lines to paste into a project's settings.py: ``"auto"`` when its calibrated distance
+    (``auto_distance``, at this threshold) reaches the recommended one, since its layout keeps
+    candidate lists short where pigeonhole blocks for a large distance would not."""
+    if auto_distance is not None and auto_distance >= row.distance:
+        distance = f'"auto"  # calibrated distance {auto_distance} covers the {row.distance} these pairs need'
+    else:
+        distance = str(row.distance)
+    return f"SIMHASH_MAX_DISTANCE = {distance}\nSIMHASH_JACCARD_THRESHOLD = {row.threshold:.2f}"

@@ -35,11 +35,15 @@ def test_grid_by_hand() -> None:
     assert table[5, 0.9].recall == 0.5
 
 
-def test_recommend_takes_the_middle_of_the_tied_thresholds_then_the_smallest_distance() -> None:
+def test_recommend_prefers_the_current_or_middle_tied_threshold_then_the_smallest_distance() -> None:
     best = recommend(grid(SCORED, (3, 5, 6, 10), (0.6, 0.7, 0.8, 0.85, 0.9)))
     # F1 = 1 at d in {5, 6} for T in {0.6, 0.7, 0.8, 0.85}: middle threshold 0.7, smallest distance 5
     assert (best.distance, best.threshold, best.scores.f1) == (5, 0.7, 1.0)
     assert settings_lines(best) == "SIMHASH_MAX_DISTANCE = 5\nSIMHASH_JACCARD_THRESHOLD = 0.70"
+    assert settings_lines(best, auto_distance=4).startswith("SIMHASH_MAX_DISTANCE = 5\n")
+    assert recommend(grid(SCORED, (5,), (0.6, 0.7, 0.8, 0.85, 0.9)), current=0.82).threshold == 0.8
+    assert recommend(grid(SCORED, (5,), (0.6, 0.7, 0.8, 0.85, 0.9)), current=0.95).threshold == 0.85
+    assert settings_lines(best, auto_distance=18).startswith('SIMHASH_MAX_DISTANCE = "auto"  # calibrated distance 18')
 
 
 def test_read_labelled_resolves_ids_and_skips_unusable_lines(tmp_path, caplog) -> None:

@@ -7,6 +7,7 @@ import argparse
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from scrapy_simhash.calibration import calibrate
 from scrapy_simhash.commands import number_list
 from scrapy_simhash.evaluate import read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
@@ -57,10 +58,14 @@ class Command(ScrapyCommand):
                     f"Jaccard {min(p.jaccard for p in group):.3f}..{max(p.jaccard for p in group):.3f}"
                 )
         print(format_rows(grid(scored, opts.distances, opts.thresholds)))
-        best = recommend(grid(scored, DISTANCES, THRESHOLDS))
+        best = recommend(grid(scored, DISTANCES, THRESHOLDS), config.jaccard_threshold)
         print(
             f"\nBest separation (distance 0..{DISTANCES[-1]}, Jaccard {THRESHOLDS[0]}..{THRESHOLDS[-1]}): "
             f"precision {best.scores.precision:.3f}, recall {best.scores.recall:.3f}, F1 {best.scores.f1:.3f}. "
             "Settings to paste:\n"
         )
-        print(settings_lines(best))
+        try:
+            auto_distance = calibrate(best.threshold, config.target_recall).max_distance
+        except ValueError:  # a threshold outside the calibrated range: an integer distance it is
+            auto_distance = None
+        print(settings_lines(best, auto_distance))
