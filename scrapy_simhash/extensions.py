@@ -283,11 +283,17 @@ class BoilerplateLearner:
                 self._finish(max(self._warmups, key=lambda h: len(self._warmups[h].pages)), "scraper slot full")
 
     def _crawl_stalled(self) -> bool:
-        """True when every page still in flight is one this learner holds."""
+        """True when every page still in flight is one this learner holds: nothing else can end a warm-up."""
         engine = self.crawler.engine
-        if engine is None or engine.scheduler is None:
+        if engine is None or engine.scheduler is None or engine.scraper.slot is None:
             return False
-        return not engine.downloader.active and not engine.scheduler.has_pending_requests()
+        slot = engine.scraper.slot
+        return (
+            not engine.downloader.active
+            and not engine.scheduler.has_pending_requests()
+            and not slot.queue
+            and slot.itemproc_size <= self.held
+        )
 
     def _scraper_full(self) -> bool:
         """Held pages keep their responses active; past SCRAPER_SLOT_MAX_ACTIVE_SIZE the engine stops downloading."""
