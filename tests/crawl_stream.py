@@ -1,8 +1,9 @@
-"""One real Scrapy crawl, in its own OS process, whose spider emits the items of a JSON-lines file.
+"""One real Scrapy crawl, in its own OS process, whose spider scrapes the items of a JSON-lines file.
 
     python tests/crawl_stream.py ITEMS.jsonl OUT_DIR '{"SIMHASH_INDEX_URL": ...}' [BARRIER_DIR]
 
-Items pass through ``SimhashPipeline`` as in production; the kept ones are exported to
+Each item is the answer to a request (a ``data:`` URL, nothing leaves the machine), so it reaches
+``SimhashPipeline`` exactly as a scraped page's item does; the kept ones are exported to
 ``OUT_DIR/kept.jsonl`` (a feed), the merge log goes to ``OUT_DIR/merges.jsonl`` and the crawl's
 stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR`` the spider
 announces itself there and emits nothing until a ``go`` file appears, so that several crawler
@@ -18,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from scrapy import Spider
+from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import ScrapyDeprecationWarning
 
@@ -37,8 +38,11 @@ class StreamSpider(Spider):
             while not (self.barrier / "go").exists():
                 await asyncio.sleep(0.01)
         with open(self.items_path, encoding="utf-8") as lines:
-            for line in lines:
-                yield json.loads(line)
+            for number, line in enumerate(lines):
+                yield Request(f"data:,{number}", cb_kwargs={"item": json.loads(line)}, dont_filter=True)
+
+    def parse(self, response, item: dict) -> dict:
+        return item
 
 
 def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:

@@ -122,6 +122,7 @@ class RedisServer:
 
     def _command(self) -> list[str]:
         command = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        command += ["--enable-debug-command", "local"]
         command += ["--dir", str(self.directory), "--logfile", "redis.log"]
         if self.tls:
             command += ["--port", "0", "--tls-port", str(self.port)]
