@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
@@ -37,9 +36,9 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from scrapy_simhash.calibration import random_candidate_fraction
-from scrapy_simhash.evaluate import ground_truth, read_documents, stored_hashes
+from scrapy_simhash.evaluate import fresh_index, ground_truth, read_documents, stored_hashes
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.index import Record, open_index
+from scrapy_simhash.index import Record
 from scrapy_simhash.index.codec import encode_hashes
 from scrapy_simhash.layout import BlockLayout, Layout, make_layout
 from scrapy_simhash.settings import DEFAULTS
@@ -135,23 +134,18 @@ def simulated_random_fraction(layout: Layout, records: int = SIMULATED_RECORDS) 
 
 async def redis_bytes(url: str, layout: Layout, fingerprints: np.ndarray) -> float:
     """Growth of the Redis server's used_memory per record added through the real index, without a
-    verification blob (own key prefix, deleted afterwards). Use a server of your own: other clients'
-    writes would count too."""
+    verification blob. Use a server of your own: other clients' writes would count too."""
     client = aioredis.Redis.from_url(url)
-    prefix = f"simhash-calibrate:{{{uuid.uuid4().hex}}}"
-    index = open_index(url, layout=layout, key_prefix=prefix)
     try:
-        await index.count()
-        before = (await client.info("memory"))["used_memory"]
-        for i, fingerprint in enumerate(fingerprints):
-            await index.add(Record(id=f"r{i}", fingerprint=int(fingerprint)))
-        after = (await client.info("memory"))["used_memory"]
-        return (after - before) / len(fingerprints)
+        async with fresh_index(layout, url) as index:
+            await index.count()
+            before = (await client.info("memory"))["used_memory"]
+            for i, fingerprint in enumerate(fingerprints):
+                await index.add(Record(id=f"r{i}", fingerprint=int(fingerprint)))
+            after = (await client.info("memory"))["used_memory"]
     finally:
-        await index.close()
-        async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-            await client.unlink(key)
         await client.aclose()
+    return (after - before) / len(fingerprints)
 
 
 def report_redis_bytes(url: str, layouts: dict[str, Layout], signatures: list) -> None:

@@ -19,7 +19,8 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class Scores:
     false_negatives: int
 
     @classmethod
-    def of(cls, predicted: Iterable[tuple[int, int]], truth: Iterable[tuple[int, int]]) -> Scores:
+    def of(cls, predicted: Iterable[Hashable], truth: Iterable[Hashable]) -> Scores:
         predicted, truth = set(predicted), set(truth)
         hits = len(predicted & truth)
         return cls(hits, len(predicted) - hits, len(truth) - hits)
@@ -71,6 +72,8 @@ class Scores:
 
 @dataclass(frozen=True)
 class Document:
+    """A corpus line reduced to what the evaluation needs: the content fields joined as the pipeline does."""
+
     id: str
     url: str
     text: str
@@ -89,8 +92,8 @@ def read_documents(path: str | Path, fields: Sequence[str]) -> list[Document]:
                 continue
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                obj = exc
+            except json.JSONDecodeError:
+                obj = None
             if not isinstance(obj, dict):
                 skipped += 1
                 logger.warning("%(path)s:%(line)d: not a JSON object, skipped", {"path": path, "line": number})
@@ -103,7 +106,7 @@ def read_documents(path: str | Path, fields: Sequence[str]) -> list[Document]:
     return documents
 
 
-def jaccard_from_counts(intersection: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
+def _jaccard_from_counts(intersection: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
     """The expression :func:`scrapy_simhash.fingerprint.jaccard_hashes` evaluates, vectorised."""
     return intersection / (size_a + size_b - intersection)
 
@@ -143,11 +146,10 @@ def ground_truth(shingle_sets: Sequence[np.ndarray], threshold: float) -> dict[t
             continue
         intersection = np.bincount(others, minlength=j)
         earlier = np.flatnonzero(intersection)
-        similarity = jaccard_from_counts(intersection[earlier], sizes[earlier], size)
+        similarity = _jaccard_from_counts(intersection[earlier], sizes[earlier], size)
         keep = similarity >= threshold
         pairs.update(((int(i), j), float(s)) for i, s in zip(earlier[keep], similarity[keep]))
     return pairs
-
 
 
 @dataclass(frozen=True)
@@ -207,25 +209,22 @@ async def run_index(
     return IndexRun(configuration, candidates, lookups, time.perf_counter() - started)
 
 
-async def run_configuration(
-    configuration: Configuration,
-    documents: Sequence[Document],
-    signatures: Sequence[Signature],
-    redis_url: str | None = None,
-) -> IndexRun:
-    """:func:`run_index` on a fresh index: a temporary SQLite file, or on ``redis_url`` a key
-    prefix of its own (``simhash-eval:{<random>}``) whose keys are deleted afterwards."""
+@asynccontextmanager
+async def fresh_index(layout: Layout, redis_url: str | None = None) -> AsyncIterator[Index]:
+    """An empty index that disappears afterwards: a temporary SQLite file, or on ``redis_url`` a key
+    prefix of its own (``simhash-eval:{<random>}``) whose keys are deleted on exit."""
     if redis_url is None:
         with tempfile.TemporaryDirectory(prefix="simhash-eval-") as folder:
-            index = open_index(f"sqlite:///{Path(folder) / 'index.sqlite3'}", layout=configuration.layout)
+            index = open_index(f"sqlite:///{Path(folder) / 'index.sqlite3'}", layout=layout)
             try:
-                return await run_index(configuration, index, documents, signatures)
+                yield index
             finally:
                 await index.close()
+        return
     prefix = f"simhash-eval:{{{uuid.uuid4().hex}}}"
-    index = open_index(redis_url, layout=configuration.layout, key_prefix=prefix)
+    index = open_index(redis_url, layout=layout, key_prefix=prefix)
     try:
-        return await run_index(configuration, index, documents, signatures)
+        yield index
     finally:
         await index.close()
         client = aioredis.Redis.from_url(redis_url)
@@ -234,6 +233,17 @@ async def run_configuration(
                 await client.unlink(key)
         finally:
             await client.aclose()
+
+
+async def run_configuration(
+    configuration: Configuration,
+    documents: Sequence[Document],
+    signatures: Sequence[Signature],
+    redis_url: str | None = None,
+) -> IndexRun:
+    """:func:`run_index` on a :func:`fresh_index`."""
+    async with fresh_index(configuration.layout, redis_url) as index:
+        return await run_index(configuration, index, documents, signatures)
 
 
 def rows(run: IndexRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[Row]:
