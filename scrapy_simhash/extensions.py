@@ -64,7 +64,7 @@ def learn_boilerplate(pages: list[np.ndarray], min_share: float) -> tuple[np.nda
                 break
         else:
             documents.append(content)
-    spread, per_document = np.unique(np.concatenate([template, *documents]), return_counts=True)
+    spread, per_document = np.unique(np.concatenate(documents), return_counts=True)
     keep = (per_document > min_share * len(documents)) & (per_document >= 2)
     furniture = np.union1d(template, spread[keep])
     return furniture, counts[np.isin(hashes, furniture, assume_unique=True)]
@@ -158,7 +158,7 @@ class BoilerplateLearner:
         if len(warmup.pages) >= self.min_pages:
             self._finish(host, "learned")
         elif self.held > self.max_held:
-            self._finish(max(self._warmups, key=lambda h: len(self._warmups[h].pages)), "buffer full")
+            self._finish(self._largest_warmup(), "buffer full")
         return await asyncio.shield(warmup.ready)
 
     def flush(self, reason: str) -> None:
@@ -259,8 +259,11 @@ class BoilerplateLearner:
             "top": [{"shingle": texts.get(h, ""), "pages": counts[h]} for h in top],
         }
         path = Path(summary_path(self.key_prefix, host))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+        except OSError as exc:  # only the readable copy is lost; the set itself is in the index
+            logger.warning("Could not write the boilerplate summary %s: %s", path, exc)
         logger.info(
             "Learned the boilerplate of %(host)r from %(pages)d pages: %(size)d shingles, version %(version)d",
             {"host": host, "pages": len(warmup.pages), "size": len(boilerplate.hashes), "version": boilerplate.version},
@@ -273,14 +276,24 @@ class BoilerplateLearner:
             await asyncio.sleep(TICK_SECONDS)
             if not self._warmups:
                 continue
-            now = time.monotonic()
-            for host in [h for h, w in self._warmups.items() if now - w.last_page >= self.warmup_timeout]:
-                self._finish(host, "no new page for SIMHASH_BOILERPLATE_WARMUP_TIMEOUT")
-            self._stalled_ticks = self._stalled_ticks + 1 if self._crawl_stalled() else 0
-            if self._stalled_ticks >= 2:
-                self.flush("nothing left to crawl")
-            elif self._warmups and self._scraper_full():
-                self._finish(max(self._warmups, key=lambda h: len(self._warmups[h].pages)), "scraper slot full")
+            try:
+                self._end_stuck_warmups()
+            except Exception:  # the ticker must survive, or held pages could wait for ever
+                logger.exception("Boilerplate warm-up check failed", extra={"spider": self.crawler.spider})
+                self.flush("warm-up check failed")
+
+    def _end_stuck_warmups(self) -> None:
+        now = time.monotonic()
+        for host in [h for h, w in self._warmups.items() if now - w.last_page >= self.warmup_timeout]:
+            self._finish(host, "no new page for SIMHASH_BOILERPLATE_WARMUP_TIMEOUT")
+        self._stalled_ticks = self._stalled_ticks + 1 if self._crawl_stalled() else 0
+        if self._stalled_ticks >= 2:
+            self.flush("nothing left to crawl")
+        elif self._warmups and self._scraper_full():
+            self._finish(self._largest_warmup(), "scraper slot full")
+
+    def _largest_warmup(self) -> str:
+        return max(self._warmups, key=lambda h: len(self._warmups[h].pages))
 
     def _crawl_stalled(self) -> bool:
         """True when every page still in flight is one this learner holds: nothing else can end a warm-up."""

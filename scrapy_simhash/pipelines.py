@@ -146,7 +146,7 @@ class SimhashPipeline:
         logger.info(
             "SimHash index %(url)s, max distance %(distance)d, %(layout)r, Jaccard >= %(jaccard).2f, action %(action)s",
             {
-                "url": config.index_url,
+                "url": config.index_url.replace("{spider}", self.spider_name),
                 "distance": self.max_distance,
                 "layout": self.layout,
                 "jaccard": config.jaccard_threshold,

@@ -159,7 +159,7 @@ def read(settings: BaseSettings, spider_name: str) -> SimhashSettings:
         value = _setting(settings, name)
         if value is None:
             return data_file(f"{spider_name}-{suffix}.jsonl")
-        return str(value).format(spider=spider_name) or None
+        return str(value).replace("{spider}", spider_name) or None
 
     max_distance = _setting(settings, "SIMHASH_MAX_DISTANCE")
     html_fields = _setting(settings, "SIMHASH_HTML_FIELDS")
