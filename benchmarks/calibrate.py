@@ -10,9 +10,9 @@ settings:
   distance, tables independent; blocks: the layout's exact odds). The table uses the smaller one,
   so no layout is chosen because its seed happened to suit this corpus.
 * candidate fraction: the share of an index of random fingerprints a lookup reads (before the
-  distance filter): expected over seeds for the selection, then for the chosen layouts exact from
-  the layout's collision odds over the Binomial(64, 1/2) distance of random pairs and simulated with
-  1,000,000 random fingerprints through the key masks.
+  distance filter), exact from the layout's collision odds over the Binomial(64, 1/2) distance of
+  random pairs; for the chosen layouts also simulated with 1,000,000 random fingerprints through
+  the key masks.
 
 Sampled layouts take the smallest d that loses at most 0.001 recall against no distance filter; block
 layouts take their guaranteed distance. Per (T, target recall) the table keeps the layout with the
@@ -115,15 +115,6 @@ def expected_collision(layout: Layout) -> np.ndarray:
     return 1 - miss
 
 
-def expected_random_fraction(layout: Layout) -> float:
-    """Share of random fingerprints colliding with a lookup (seed-averaged for sampled tables)."""
-    miss = 1.0
-    for t in range(layout.tables):
-        r = len(layout.key_positions(t))
-        miss *= 1 - sum(comb(r, k) for k in range(slack(layout) + 1)) / 2**r
-    return 1 - miss
-
-
 def simulated_random_fraction(layout: Layout, records: int = SIMULATED_RECORDS) -> float:
     """Share of ``records`` random fingerprints a lookup of a random fingerprint reads."""
     rng = np.random.default_rng(0)
@@ -205,19 +196,20 @@ def measure(spec: dict, xor: np.ndarray, distances: np.ndarray, masks: dict[floa
         measured[threshold] = np.cumsum(np.bincount(distances[mask & hit], minlength=BITS + 1)) / total
         weights = odds[distances[mask]]
         expected[threshold] = np.cumsum(np.bincount(distances[mask], weights=weights, minlength=BITS + 1)) / total
-    fraction = expected_random_fraction(layout)
+    fraction = random_candidate_fraction(layout)
     return Measured(spec, layout, fixed_distance, measured, expected, fraction, len(layout.probe_keys(0)))
 
 
 def choose(options: list[Measured], threshold: float, target: float) -> tuple[Measured, bool, bool]:
     """(layout, meets target, within budget) by the rule in the module docstring."""
     reach = [m for m in options if m.recall_for(threshold) >= target]
-    affordable = [m for m in options if m.candidate_fraction <= CANDIDATE_BUDGET]
-    if reach and (best_reach := [m for m in reach if m in affordable]):
-        return max(best_reach, key=lambda m: (round(m.recall_for(threshold), 4), -m.layout.tables, -m.probes)), True, True
+    affordable = [m for m in reach if m.candidate_fraction <= CANDIDATE_BUDGET]
+    if affordable:
+        return max(affordable, key=lambda m: (round(m.recall_for(threshold), 4), -m.layout.tables, -m.probes)), True, True
     if reach:
         return min(reach, key=lambda m: (m.candidate_fraction, m.layout.tables)), True, False
-    return max(affordable, key=lambda m: m.recall_for(threshold)), False, True
+    within = [m for m in options if m.candidate_fraction <= CANDIDATE_BUDGET]
+    return max(within or options, key=lambda m: m.recall_for(threshold)), False, bool(within)
 
 
 def main() -> None:
@@ -250,8 +242,7 @@ def main() -> None:
             best, meets, within = choose(options, threshold, target)
             key = repr(best.layout)
             if key not in checked:
-                checked[key] = (random_candidate_fraction(best.layout), simulated_random_fraction(best.layout))
-            exact, simulated = checked[key]
+                checked[key] = simulated_random_fraction(best.layout)
             distance = best.distance_for(threshold)
             rows.append({
                 "jaccard_threshold": threshold,
@@ -261,8 +252,8 @@ def main() -> None:
                 "recall": {str(t): round(best.recall(t, distance), 4) for t in REPORT_THRESHOLDS if t >= threshold},
                 "measured_recall": round(float(best.measured[threshold][distance]), 4),
                 "expected_recall": round(float(best.expected[threshold][distance]), 4),
-                "candidate_fraction": round(exact, 6),
-                "simulated_candidate_fraction": round(simulated, 6),
+                "candidate_fraction": round(best.candidate_fraction, 6),
+                "simulated_candidate_fraction": round(checked[key], 6),
                 "probes": best.probes,
                 "tables": best.layout.tables,
                 "meets_target": meets,
