@@ -134,6 +134,13 @@ def test_syndicated_copies_are_dropped_and_distinct_pages_on_one_template_kept(s
     assert all(r["rule"]["boilerplate_version"] > 0 for r in merged)  # fingerprinted with a learned set
 
 
+def test_without_the_learner_one_sites_template_merges_its_distinct_pages(site, tmp_path):
+    """The contrast that makes the test above meaningful (and backs the README's figure)."""
+    stats = crawl(site, tmp_path / "run", EXTENSIONS={})
+    assert len(items(tmp_path / "run")) < PAGES // 2
+    assert "simhash/boilerplate/hosts_learned" not in stats
+
+
 def test_a_recrawl_finds_the_first_crawls_records_and_boilerplate(site, tmp_path):
     first = crawl(site, tmp_path / "run")
     assert first["simhash/unique"] == PAGES
