@@ -199,7 +199,7 @@ async def run_index(
     lookups = 0
     started = time.perf_counter()
     for j, (document, signature) in enumerate(zip(documents, signatures)):
-        if not len(signature.shingles):
+        if signature.fingerprint == 0:  # empty content, as the pipeline skips it
             continue
         hashes = stored_hashes(signature.shingles)
         for found in await index.candidates(signature.fingerprint, configuration.max_distance):
@@ -244,6 +244,57 @@ async def run_configuration(
     """:func:`run_index` on a :func:`fresh_index`."""
     async with fresh_index(configuration.layout, redis_url) as index:
         return await run_index(configuration, index, documents, signatures)
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """The pipeline's own decisions: only canonicals are indexed, so matches go through them."""
+
+    configuration: Configuration
+    threshold: float
+    flagged: set[int]  # positions of the documents judged duplicates of an earlier canonical
+    canonicals: int
+    scores: Scores  # flagged documents against those with an earlier ground-truth near-duplicate
+
+
+async def run_pipeline_decisions(
+    configuration: Configuration,
+    signatures: Sequence[Signature],
+    truth: dict[tuple[int, int], float],
+    threshold: float,
+    redis_url: str | None = None,
+) -> PipelineRun:
+    """Decide each document as the pipeline does: ``check_and_add``, verify the candidates in order,
+    the first with Jaccard >= ``threshold`` makes it a duplicate (not indexed); a document whose
+    candidates all fail is added as a canonical. Scored per document: a document should be flagged
+    when some earlier document (canonical or not) has Jaccard >= ``threshold`` with it."""
+    flagged: set[int] = set()
+    canonicals = 0
+    async with fresh_index(configuration.layout, redis_url) as index:
+        for j, signature in enumerate(signatures):
+            if signature.fingerprint == 0:
+                continue
+            record = Record(id=str(j), fingerprint=signature.fingerprint, shingles=stored_hashes(signature.shingles))
+            candidates = await index.check_and_add(record, configuration.max_distance)
+            if any(jaccard_hashes(record.shingles, c.shingles) >= threshold for c in candidates):
+                flagged.add(j)
+                continue
+            if candidates:
+                await index.add(record)
+            canonicals += 1
+    should = {j for (_, j), similarity in truth.items() if similarity >= threshold}
+    return PipelineRun(configuration, threshold, flagged, canonicals, Scores.of(flagged, should))
+
+
+def format_pipeline_runs(runs: Sequence[PipelineRun]) -> str:
+    lines = [f"{'distance':>8} {'J>=':>5} {'should':>6} {'flagged':>7} {'recall':>6} {'precision':>9} {'canonicals':>10}"]
+    for run in runs:
+        s = run.scores
+        lines.append(
+            f"{run.configuration.label:>8} {run.threshold:>5.2f} {s.true_positives + s.false_negatives:>6} "
+            f"{len(run.flagged):>7} {s.recall:>6.3f} {s.precision:>9.3f} {run.canonicals:>10}"
+        )
+    return "\n".join(lines)
 
 
 def rows(run: IndexRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[Row]:

@@ -19,6 +19,7 @@ from scrapy_simhash.evaluate import (
     read_documents,
     rows,
     run_configuration,
+    run_pipeline_decisions,
 )
 from scrapy_simhash.fingerprint import Signature, jaccard_hashes
 from scrapy_simhash.layout import BlockLayout
@@ -93,13 +94,14 @@ def test_read_documents_joins_fields_and_skips_bad_lines(tmp_path, caplog) -> No
 
 # Hand-made signatures: fingerprints chosen for their distances, shingle sets for their Jaccard.
 #   doc 1 is 1 bit from doc 0, J = 5/6; doc 2 equals doc 0's shingles but is 64 bits away;
-#   doc 3 is 2 bits from doc 0 and 1 from doc 1 but shares no shingle; doc 4 is empty (never indexed).
+#   doc 3 is 2 bits from doc 0 and 1 from doc 1 but shares no shingle; doc 4 is empty (fingerprint 0,
+#   never indexed).
 SIGNATURES = [
-    Signature(0b00, _set(1, 2, 3, 4, 5)),
-    Signature(0b01, _set(1, 2, 3, 4, 5, 6)),
+    Signature(0b100, _set(1, 2, 3, 4, 5)),
+    Signature(0b101, _set(1, 2, 3, 4, 5, 6)),
     Signature(2**64 - 1, _set(1, 2, 3, 4, 5)),
-    Signature(0b11, _set(100, 101)),
-    Signature(0b10, _set()),
+    Signature(0b111, _set(100, 101)),
+    Signature(0, _set()),
 ]
 
 
@@ -178,4 +180,21 @@ def test_eval_command_end_to_end(launcher: list[str], corpus: list[dict], tmp_pa
     # auto reaches further than 3 bits, and every recall grows with the threshold
     assert all(recall["auto", t] >= recall["3", t] for t in thresholds)
     assert recall["3", 0.8] <= recall["3", 0.95]
+    decisions = done.stdout.split("The pipeline's decisions")[1]
+    assert sum(line.split()[0] in ("auto", "3") for line in decisions.splitlines()[2:]) == 2
     assert plot.stat().st_size > 0
+
+
+async def test_pipeline_decisions_match_through_canonicals_only() -> None:
+    """A chain 0 ~ 1 ~ 2 where 2 is not near 0: 1 is merged into 0 and never indexed, so 2 meets only
+    0, fails verification and becomes a canonical itself (transitive clustering)."""
+    chain = [
+        Signature(0b1000, _set(*range(1, 11))),
+        Signature(0b1001, _set(*range(1, 10), 11)),  # J(0, 1) = 9/11
+        Signature(0b1011, _set(*range(1, 9), 11, 12)),  # J(1, 2) = 9/11, J(0, 2) = 8/12
+    ]
+    truth = ground_truth([s.shingles for s in chain], 0.8)
+    assert truth == {(0, 1): 9 / 11, (1, 2): 9 / 11}
+    run = await run_pipeline_decisions(Configuration("3", 3, BlockLayout(bands=4)), chain, truth, 0.8)
+    assert (run.flagged, run.canonicals) == ({1}, 2)
+    assert (run.scores.recall, run.scores.precision) == (0.5, 1.0)

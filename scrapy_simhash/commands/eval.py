@@ -15,12 +15,14 @@ from scrapy_simhash.commands import number_list
 from scrapy_simhash.evaluate import (
     THRESHOLDS,
     Configuration,
+    format_pipeline_runs,
     format_rows,
     ground_truth,
     plot,
     read_documents,
     rows,
     run_configuration,
+    run_pipeline_decisions,
 )
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.pipelines import decision_parameters
@@ -89,17 +91,26 @@ class Command(ScrapyCommand):
             f"{config.weighting} weighting: {len(truth)} pairs with Jaccard >= {thresholds[0]} "
             f"(brute force, {time.perf_counter() - started:.1f}s)"
         )
-        table = []
+        table, decisions = [], []
         for configuration in configurations:
             run = asyncio.run(run_configuration(configuration, documents, signatures, opts.redis_url))
             table += rows(run, truth, thresholds)
+            decisions.append(
+                asyncio.run(
+                    run_pipeline_decisions(configuration, signatures, truth, config.jaccard_threshold, opts.redis_url)
+                )
+            )
         print(format_rows(table))
         print(
             "recall/precision: index candidates within the distance, confirmed by Jaccard on the stored hashes, "
             "against brute force; cand.prec: share of returned candidates that are true pairs; "
             "random@1M: records a lookup reads in an index of 1M random fingerprints (exact, from the layout)",
-            flush=True,
         )
+        print(
+            "\nThe pipeline's decisions (only canonicals indexed): documents that have an earlier one with "
+            f"Jaccard >= {config.jaccard_threshold} (should), flagged as duplicates, and the canonicals kept"
+        )
+        print(format_pipeline_runs(decisions), flush=True)
         if opts.plot:
             plot(table, opts.plot)
             print(f"plot written to {opts.plot}")
