@@ -37,17 +37,18 @@ class GuardedIndex:
     async def call(self, method: str, *args: Any) -> Any:
         """``await index.<method>(*args)``; raises :class:`IndexUnavailable` once the retries are spent."""
         delay = self.delay
-        for attempt in range(self.retries + 1):
+        attempts = 0
+        while True:
             try:
                 return await getattr(self.index, method)(*args)
             except Exception as exc:  # any backend failure: connection, timeout, disk, server error
                 self.stats.inc_value("simhash/index_errors")
-                if attempt == self.retries:
-                    raise IndexUnavailable(f"index {method}() failed {attempt + 1} times: {exc!r}") from exc
+                attempts += 1
+                if attempts > self.retries:
+                    raise IndexUnavailable(f"index {method}() failed {attempts} times: {exc!r}") from exc
                 logger.debug("index %s() failed (%r), retrying in %.2fs", method, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, self.max_delay)
-        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         await self.index.close()
