@@ -10,6 +10,7 @@ index stored for i confirms J >= T. Recall = found / ground-truth pairs; precisi
 that are ground-truth pairs / confirmed pairs. Every document is indexed here, so these are pair
 figures; the pipeline indexes only canonicals, so a duplicate of a duplicate is caught through its
 canonical (transitive clustering): it is missed when it is near the duplicate but not near the canonical.
+:func:`run_pipeline_decisions` replays those decisions and scores them per document.
 """
 
 from __future__ import annotations
