@@ -104,7 +104,8 @@ class Command(ScrapyCommand):
         print(
             "recall/precision: index candidates within the distance, confirmed by Jaccard on the stored hashes, "
             "against brute force; cand.prec: share of returned candidates that are true pairs; "
-            "random@1M: records a lookup reads in an index of 1M random fingerprints (exact, from the layout)",
+            "random@1M: records a lookup reads in an index of 1M random fingerprints (exact, from the layout); "
+            "ms/doc: lookup and insert",
         )
         print(
             "\nThe pipeline's decisions (only canonicals indexed): documents that have an earlier one with "
