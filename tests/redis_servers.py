@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -104,7 +105,7 @@ class RedisServer:
     @property
     def url(self) -> str:
         scheme = "rediss" if self.tls else "redis"
-        auth = f":{self.password}@" if self.password else ""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
         return f"{scheme}://{auth}127.0.0.1:{self.port}/0"
 
     @property

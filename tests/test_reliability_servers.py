@@ -48,6 +48,7 @@ def test_password_and_tls(redis_factory: RedisFactory, tmp_path) -> None:
     with server.client() as client:
         assert client.ping()
     wrong = server.url.replace("s3cret", "wrong")
+    assert wrong != server.url
     with redis.Redis.from_url(wrong, ssl_ca_certs=str(server.tls.cert)) as client, pytest.raises(
         redis.AuthenticationError
     ):

@@ -1,0 +1,103 @@
+"""Security of the Redis path: TLS with a password end to end, and stored data that is never executed.
+
+The TLS server is a throwaway redis-server with a self-signed certificate (this redis-server is
+built with TLS; ``rediss://`` is tested for real, not only a password on plain TCP).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import zlib
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from pipeline_harness import feed, open_pipeline, simhash_stats
+from redis_servers import RedisFactory, TLSFiles
+
+PASSWORD = "s3cret/with:odd@chars"  # percent-encoded in the URL
+
+
+class Canary:
+    """Unpickling this creates ``path``: if the file appears, something unpickled index data."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.touch, (self.path,))
+
+
+@pytest.fixture
+def tls_server(redis_factory: RedisFactory, tmp_path):
+    return redis_factory.start(password=PASSWORD, tls=TLSFiles.create(tmp_path))
+
+
+def tls_url(server, password: str = PASSWORD) -> str:
+    """The documented form: rediss://:PASSWORD@HOST:PORT/DB?ssl_ca_certs=CA.pem (password percent-encoded)."""
+    return f"rediss://:{quote(password, safe='')}@127.0.0.1:{server.port}/0?ssl_ca_certs={server.tls.cert}"
+
+
+def settings(tmp_path, url: str) -> dict:
+    return {
+        "SIMHASH_INDEX_URL": url,
+        "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
+        "SIMHASH_INDEX_RETRIES": 1,
+        "SIMHASH_INDEX_RETRY_DELAY": 0.01,
+    }
+
+
+@pytest.fixture
+def body(corpus) -> str:
+    return next(doc["body_text"] for doc in corpus if 300 < len(doc["body_text"].split()) < 600)
+
+
+async def test_rediss_with_a_password_works_end_to_end(tls_server, tmp_path, body) -> None:
+    pipeline = await open_pipeline(settings(tmp_path, tls_url(tls_server)))
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
+        assert not await feed(pipeline, {"url": "https://b.example/1", "body_text": body})
+        assert await pipeline.index.index.count() == 1
+    finally:
+        await pipeline.close_spider()
+
+
+@pytest.mark.parametrize("wrong", ["password", "plaintext"])
+async def test_a_refused_connection_passes_items_unchecked(tls_server, tmp_path, body, caplog, wrong) -> None:
+    """A wrong password, or plain TCP to the TLS port: no data is exchanged, items are counted."""
+    url = tls_url(tls_server, "wrong") if wrong == "password" else f"redis://127.0.0.1:{tls_server.port}/0"
+    pipeline = await open_pipeline(settings(tmp_path, url))
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
+        assert simhash_stats(pipeline)["simhash/unchecked"] == 1
+        assert "unchecked" in caplog.text
+    finally:
+        await pipeline.close_spider()
+
+
+async def test_stored_data_is_parsed_never_unpickled_or_evaluated(throwaway_redis, tmp_path, body) -> None:
+    """Plant pickles and Python/Lua code where the index keeps URLs and verification blobs: reading
+    the record back either fails or returns inert data, and nothing runs."""
+    canary = tmp_path / "unpickled"
+    payload = pickle.dumps(Canary(canary))
+    pipeline = await open_pipeline(settings(tmp_path, throwaway_redis.url))
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
+        index = pipeline.index.index
+        with throwaway_redis.client() as admin:
+            [key] = admin.keys("*:r:https://a.example/1")
+            code = f"__import__('pathlib').Path({str(canary)!r}).touch()"
+            admin.hset(key, mapping={"u": f'["{code}", "redis.call(\'FLUSHALL\')"]'})
+            record = await index.get("https://a.example/1")
+            assert record.urls == (code, "redis.call('FLUSHALL')")
+            admin.hset(key, "s", payload)
+            with pytest.raises((ValueError, zlib.error)):  # not a blob: refused, not run
+                await index.get("https://a.example/1")
+            await feed(pipeline, {"url": "https://b.example/1", "body_text": body})  # a candidate read
+            assert admin.dbsize() > 0
+        assert not canary.exists()
+    finally:
+        await pipeline.close_spider()
