@@ -3,7 +3,7 @@
 Each process is a separate OS process running a real Scrapy crawl (``tests/crawl_stream.py``); a
 barrier makes them ingest at the same moment. Every near-duplicate cluster must end with exactly one
 canonical record, every item must be kept or logged as merged (nothing else), and no merge may be
-logged twice.
+logged twice. Erasing a canonical record afterwards leaves no trace of it.
 """
 
 from __future__ import annotations
@@ -86,6 +86,13 @@ def crawler_stream(clusters: list[list[str]], crawler: int) -> list[dict]:
     return items
 
 
+def dump_value(client, key: bytes):
+    kind = client.type(key).decode()
+    if kind == "zset":
+        return client.zrange(key, 0, -1)
+    return {"string": client.get, "set": client.smembers, "hash": client.hgetall}[kind](key)
+
+
 def cluster_of(url: str) -> int:
     return int(url.split("/")[3])
 
@@ -142,5 +149,14 @@ async def test_four_crawler_processes_keep_one_canonical_per_cluster(throwaway_r
         for url in canonical.values():
             record = await index.get(url)
             assert len(record.urls) == CRAWLERS * MEMBERS  # every merged URL reached the canonical
+        # Erasure after the stress run: no key or value keeps the erased record's id or URLs.
+        erased = await index.get(canonical[0])
+        assert await index.remove(erased.id)
+        assert await index.count() == CLUSTERS - 1
     finally:
         await index.close()
+    traces = [url.encode() for url in erased.urls]
+    with throwaway_redis.client() as client:
+        for key in client.scan_iter():
+            stored = key + repr(dump_value(client, key)).encode()
+            assert not [trace for trace in traces if trace in stored], key
