@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from typing import TYPE_CHECKING, Any
+
+import redis.exceptions
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -19,13 +22,29 @@ __all__ = ["GuardedIndex", "IndexUnavailable"]
 
 logger = logging.getLogger(__name__)
 
+# Failures that a retry may cure: the network, a server loading or failing over, a locked database.
+# Anything else (corrupt data, a refused command) fails the same way again, so it is not retried.
+TRANSIENT = (
+    OSError,
+    TimeoutError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    sqlite3.OperationalError,
+)
+
 
 class IndexUnavailable(Exception):
     """An index call still failed after its retries."""
 
 
 class GuardedIndex:
-    """Calls index methods with retries and a doubling, capped backoff; counts ``simhash/index_errors``."""
+    """Calls index methods, retrying transient failures with a doubling, capped backoff.
+
+    Every failed attempt counts in ``simhash/index_errors``.
+    """
 
     def __init__(self, index: Index, *, retries: int, delay: float, max_delay: float, stats: StatsCollector) -> None:
         self.index = index
@@ -44,7 +63,7 @@ class GuardedIndex:
             except Exception as exc:  # any backend failure: connection, timeout, disk, server error
                 self.stats.inc_value("simhash/index_errors")
                 attempts += 1
-                if attempts > self.retries:
+                if attempts > self.retries or not isinstance(exc, TRANSIENT):
                     raise IndexUnavailable(f"index {method}() failed {attempts} times: {exc!r}") from exc
                 logger.debug("index %s() failed (%r), retrying in %.2fs", method, exc, delay)
                 await asyncio.sleep(delay)
