@@ -1,13 +1,13 @@
 """End-to-end throughput: a near-duplicate stream through SimhashPipeline and a seed-style baseline.
 
-    python benchmarks/pipeline.py [--items 50000] [--baseline-items 3000] [--redis-url URL]
+    python benchmarks/pipeline.py [--items 50000] [--baseline-items 3000] [--concurrency 16] [--redis-url URL]
 
 The shared corpus (title + body_text) is repeated to ``--items`` items: each corpus page once as it
 is, the rest near-duplicates of random pages (a few random word edits, two paragraphs swapped, a
 different site header and footer), shuffled. The stream goes through the real pipeline (built from a
-Scrapy crawler, ``process_item`` awaited) against a real Redis, and its first ``--baseline-items``
-items through a seed-style baseline (per-bit Python fingerprint, one SMEMBERS per band, a pipelined
-SADD) on the same server in the same run. Without ``--redis-url`` a throwaway redis-server is started
+Scrapy crawler, ``process_item`` awaited, ``--concurrency`` items in flight as Scrapy does) against a
+real Redis, and its first ``--baseline-items`` items through a seed-style baseline (per-bit Python
+fingerprint, one SMEMBERS per band, a pipelined SADD) on the same server in the same run. Without ``--redis-url`` a throwaway redis-server is started
 on a free port, since the figures need CONFIG RESETSTAT and an otherwise empty server.
 
 Printed: items/s of both and their ratio; EVALSHA and server-side commands per item (INFO
@@ -181,16 +181,27 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
     return "new"
 
 
-async def run_pipeline(redis_url: str, items: Iterable[dict], log_dir: Path) -> tuple[int, float, dict]:
-    """(items, items/s, the pipeline's simhash/* stats); building the items is not timed."""
+async def run_pipeline(
+    redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int
+) -> tuple[int, float, dict]:
+    """(items, items/s, the pipeline's simhash/* stats), ``concurrency`` items in flight as in a crawl.
+
+    Items are built a chunk at a time outside the timed part.
+    """
     pipeline = await open_pipeline(redis_url, log_dir)
     count = 0
     elapsed = 0.0
-    for item in items:
+    items = iter(items)
+    while chunk := list(islice(items, 1000)):
         start = time.perf_counter()
-        await process(pipeline, item)
+        pending: set[asyncio.Future] = set()
+        for item in chunk:
+            if len(pending) >= concurrency:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            pending.add(asyncio.ensure_future(process(pipeline, item)))
+        await asyncio.gather(*pending)
         elapsed += time.perf_counter() - start
-        count += 1
+        count += len(chunk)
     await pipeline.close_spider()
     stats = pipeline.crawler.stats.get_stats()
     return count, count / elapsed, {k: v for k, v in stats.items() if k.startswith("simhash/")}
@@ -300,6 +311,8 @@ def main() -> None:
                         help="the baseline runs on the stream's first N items (default 3000)")
     parser.add_argument("--sample", type=int, default=2_000,
                         help="items whose round trips are counted one by one with MONITOR (default 2000)")
+    parser.add_argument("--concurrency", type=int, default=16,
+                        help="items in flight in the pipeline, as in a crawl (default 16, CONCURRENT_REQUESTS)")
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
     args = parser.parse_args()
 
@@ -319,7 +332,7 @@ def main() -> None:
         base_memory = admin.info("memory")["used_memory"] - empty
 
         empty = reset(admin)
-        count, rate, stats = asyncio.run(run_pipeline(url, stream(args.items), Path(log_dir)))
+        count, rate, stats = asyncio.run(run_pipeline(url, stream(args.items), Path(log_dir), args.concurrency))
         commands = command_counts(admin)
         memory = admin.info("memory")["used_memory"] - empty
         kept = count - stats.get("simhash/duplicates", 0)
@@ -333,7 +346,7 @@ def main() -> None:
     print(f"  commands/item: {format_counts(base_commands, base_count)}")
     print(f"  round trips/new item: {SEED_BANDS + 1} ({SEED_BANDS} SMEMBERS + 1 pipelined SADD)")
     print(f"  used_memory/kept item: {base_memory / max(base_kept, 1):.0f} B")
-    print(f"\nSimhashPipeline on all {count}: {rate:8.0f} items/s, kept {kept}")
+    print(f"\nSimhashPipeline on all {count}, {args.concurrency} in flight: {rate:8.0f} items/s, kept {kept}")
     print(f"  EVALSHA/item: {commands['evalsha'] / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
