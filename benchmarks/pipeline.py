@@ -7,8 +7,9 @@ is, the rest near-duplicates of random pages (a few random word edits, two parag
 different site header and footer), shuffled. The stream goes through the real pipeline (built from a
 Scrapy crawler, ``process_item`` awaited, ``--concurrency`` items in flight as Scrapy does) against a
 real Redis, and its first ``--baseline-items`` items through a seed-style baseline (per-bit Python
-fingerprint, one SMEMBERS per band, a pipelined SADD) on the same server in the same run. Without ``--redis-url`` a throwaway redis-server is started
-on a free port, since the figures need CONFIG RESETSTAT and an otherwise empty server.
+fingerprint, one SMEMBERS per band, a pipelined SADD) on the same server in the same run. Without
+``--redis-url`` a throwaway redis-server is started on a free port, since the figures need CONFIG
+RESETSTAT and an otherwise empty server.
 
 Printed: items/s of both and their ratio; EVALSHA and server-side commands per item (INFO
 commandstats, which also counts the commands a script runs); round trips per new and per duplicate
@@ -97,7 +98,8 @@ def make_stream(corpus: list[dict], count: int, seed: int = 7) -> Iterator[dict]
             yield {"url": doc["url"], "title": doc["title"], "body_text": doc["body_text"]}
         else:
             url = f"https://mirror{position}.example.net/{doc['page']}"
-            yield {"url": url, "title": doc["title"], "body_text": near_duplicate(doc, random.Random(variant), vocabulary)}
+            body = near_duplicate(doc, random.Random(variant), vocabulary)
+            yield {"url": url, "title": doc["title"], "body_text": body}
 
 
 # --- the seed-style baseline -----------------------------------------------------------------------
