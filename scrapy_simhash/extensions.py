@@ -12,12 +12,12 @@ import json
 import logging
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-from scrapy import signals
 
 from scrapy_simhash.fingerprint import jaccard_hashes, shingles
 from scrapy_simhash.guard import IndexUnavailable
@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 TICK_SECONDS = 0.5
 # How many of the most widespread boilerplate shingles are written out as text for people to read.
 TOP_SHINGLES = 50
+# Learned sets kept in memory (~16 kB each), least recently used dropped first: a dropped set is
+# loaded from the index again when its host comes back, so a broad crawl's memory stays flat.
+CACHED_SETS = 1000
 
 
 # A shingle on at least this share of the sample is furniture whatever else is true.
@@ -119,13 +122,13 @@ class BoilerplateLearner:
         self.store: GuardedIndex | None = None
         self.fingerprinter: Fingerprinter | None = None
         self.held = 0
-        self._sets: dict[str, Boilerplate] = {}
+        self._sets: OrderedDict[str, Boilerplate] = OrderedDict()
+        self._without: set[str] = set()  # hosts with no set for this crawl (never dropped: not stored)
         self._warmups: dict[str, _Warmup] = {}
         self._loads: dict[str, asyncio.Task[None]] = {}
         self._saves: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._stalled_ticks = 0
-        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BoilerplateLearner:
@@ -141,12 +144,14 @@ class BoilerplateLearner:
     async def boilerplate_for(self, host: str, text: str) -> Boilerplate:
         """The set to fingerprint ``text`` of ``host`` with; during a host's warm-up, waits for it."""
         assert self.fingerprinter is not None, "bind() the learner to an index first"
-        if host in self._sets:
-            return self._sets[host]
+        known = self._known(host)
+        if known is not None:
+            return known
         if host not in self._warmups:
             await self._load(host)
-            if host in self._sets:
-                return self._sets[host]
+            known = self._known(host)
+            if known is not None:
+                return known
         warmup = self._warmups.get(host)
         if warmup is None:
             warmup = self._warmups[host] = _Warmup(asyncio.get_running_loop().create_future())
@@ -174,14 +179,6 @@ class BoilerplateLearner:
         if self._saves:
             await asyncio.gather(*self._saves, return_exceptions=True)
 
-    def spider_closed(self) -> None:
-        for host, boilerplate in sorted(self._sets.items()):
-            logger.info(
-                "Boilerplate of %(host)r: version %(version)d, %(size)d shingles",
-                {"host": host, "version": boilerplate.version, "size": len(boilerplate.hashes)},
-                extra={"spider": self.crawler.spider},
-            )
-
     async def _load(self, host: str) -> None:
         task = self._loads.get(host)
         if task is None:
@@ -200,8 +197,21 @@ class BoilerplateLearner:
             version, hashes = stored
             self._publish(host, Boilerplate(int(version), np.asarray(hashes, dtype=np.uint64)), "loaded")
 
+    def _known(self, host: str) -> Boilerplate | None:
+        if host in self._without:
+            return NO_BOILERPLATE
+        boilerplate = self._sets.get(host)
+        if boilerplate is not None:
+            self._sets.move_to_end(host)
+        return boilerplate
+
     def _publish(self, host: str, boilerplate: Boilerplate, how: str) -> None:
-        self._sets[host] = boilerplate
+        if boilerplate.version:
+            self._sets[host] = boilerplate
+            if len(self._sets) > CACHED_SETS:
+                self._sets.popitem(last=False)
+        else:
+            self._without.add(host)
         self.stats.inc_value(f"simhash/boilerplate/hosts_{how}")
         if boilerplate.version:
             self.stats.set_value(f"simhash/boilerplate/version/{host}", boilerplate.version)

@@ -95,14 +95,30 @@ async def test_the_buffer_bound_ends_the_largest_warmup(settings) -> None:
 async def test_a_learned_set_is_persisted_and_loaded_by_the_next_crawl(settings) -> None:
     first = await open_pipeline(settings)
     await asyncio.gather(*(feed(first, host_page("a.example", n)) for n in range(4)))
-    version = first.learner._sets["a.example"].version
+    version = first.learner._known("a.example").version
     await first.close_spider()
     second = await open_pipeline(settings)
     try:
         # No warm-up this time: a single page is judged at once, with the stored set.
         assert not await asyncio.wait_for(feed(second, host_page("a.example", 0)), timeout=30)
-        assert second.learner._sets["a.example"].version == version
+        assert second.learner._known("a.example").version == version
     finally:
         await second.close_spider()
     stats = simhash_stats(second)
     assert stats["simhash/boilerplate/hosts_loaded"] == 1 and "simhash/boilerplate/hosts_learned" not in stats
+
+
+async def test_sets_dropped_from_memory_are_loaded_again(settings, monkeypatch) -> None:
+    monkeypatch.setattr("scrapy_simhash.extensions.CACHED_SETS", 1)
+    pipeline = await open_pipeline(settings)
+    try:
+        for host in ("a.example", "b.example"):
+            await asyncio.gather(*(feed(pipeline, host_page(host, n)) for n in range(4)))
+        learned = pipeline.stats.get_value("simhash/boilerplate/version/a.example")
+        assert pipeline.learner._known("a.example") is None  # dropped for b.example's set
+        assert not await asyncio.wait_for(feed(pipeline, host_page("a.example", 0)), timeout=30)
+        assert pipeline.learner._known("a.example").version == learned
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/hosts_learned"] == 2 and stats["simhash/boilerplate/hosts_loaded"] == 1
