@@ -105,9 +105,9 @@ def summary_path(key_prefix: str, host: str) -> str:
 class BoilerplateLearner:
     """Per-host boilerplate sets: loaded from the index, or learned from a host's first pages.
 
-    A shingle is boilerplate when it occurs on more than ``SIMHASH_BOILERPLATE_MIN_SHARE`` of the
-    host's first ``SIMHASH_BOILERPLATE_MIN_PAGES`` pages (and on at least two). Those pages are the
-    only sample: memory per host is one array of shingle hashes per held page, freed once learned.
+    The sample is a host's first ``SIMHASH_BOILERPLATE_MIN_PAGES`` pages (see :func:`learn_boilerplate`
+    for the rule). Memory per host is one array of shingle hashes per held page, freed once the set
+    is learned; learned sets are cached (``CACHED_SETS``) and reloaded from the index when dropped.
     """
 
     def __init__(self, crawler: Crawler) -> None:
