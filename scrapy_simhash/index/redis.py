@@ -17,7 +17,7 @@ from importlib.resources import files
 
 import numpy as np
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from scrapy_simhash.index.base import Candidate, Index, Record
 from scrapy_simhash.index.codec import decode_fingerprint, decode_hashes, encode_fingerprint, encode_hashes
@@ -124,6 +124,12 @@ class RedisIndex(Index):
             self._sender = None
 
     async def _evalsha(self, batch: list[tuple[str, list, list, asyncio.Future]]) -> list:
+        if len(batch) == 1:  # a pipeline costs more client time than it saves for one call
+            name, keys, args, _ = batch[0]
+            try:
+                return [await self.client.evalsha(self._scripts[name].sha, len(keys), *keys, *args)]
+            except ResponseError as exc:
+                return [exc]
         async with self.client.pipeline(transaction=False) as pipe:
             for name, keys, args, _ in batch:
                 pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
