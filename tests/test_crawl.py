@@ -144,6 +144,17 @@ def test_without_the_learner_one_sites_template_merges_its_distinct_pages(site, 
 def test_a_recrawl_finds_the_first_crawls_records_and_boilerplate(site, tmp_path):
     first = crawl(site, tmp_path / "run")
     assert first["simhash/unique"] == PAGES
+    shown = subprocess.run(
+        [sys.executable, "-m", "scrapy", "simhash-boilerplate", "alpha.test", "--spider", "docs", "-n", "3",
+         "-s", f"SIMHASH_INDEX_URL=sqlite:///{tmp_path}/run/index.sqlite3", "-s", "SIMHASH_MAX_DISTANCE=9",
+         "-s", "SIMHASH_BANDS=5", "-s", "SIMHASH_MULTIPROBE=True"],
+        cwd=tmp_path / "run", capture_output=True, text=True, timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    version = first["simhash/boilerplate/version/alpha.test"]
+    assert f"alpha.test: version {version}, {first['simhash/boilerplate/shingles/alpha.test']} shingles" in shown.stdout
+    assert f"learned from {PAGES} pages" in shown.stdout
+    assert shown.stdout.count(f"{PAGES} pages  ") == 3 and "alpha" in shown.stdout.splitlines()[-1]
     second = crawl(site, tmp_path / "run")
     assert second["simhash/dropped"] == 2 * PAGES
     assert second.get("simhash/unique", 0) == 0
