@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from itemadapter import ItemAdapter
+from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.extensions import NO_BOILERPLATE, BoilerplateLearner
@@ -168,8 +168,10 @@ class SimhashPipeline:
 
     async def process_item(self, item: Any) -> Any:
         self.stats.inc_value("simhash/items_seen")
-        adapter = ItemAdapter(item)
         try:
+            if not is_item(item):
+                raise BadFieldError(f"{type(item).__name__} is not an item type itemadapter supports")
+            adapter = ItemAdapter(item)
             page = self._page(adapter)
         except BadFieldError as exc:
             self.stats.inc_value("simhash/bad_fields")

@@ -127,11 +127,12 @@ async def test_an_unreadable_item_is_passed_on_and_counted(tmp_path, caplog) -> 
     pipeline = await open_pipeline(settings(tmp_path))
     try:
         assert await feed(pipeline, {"url": "u1", "body_text": {"not": "text"}})
+        assert await pipeline.process_item("a bare string") == "a bare string"
     finally:
         await pipeline.close_spider()
     stats = simhash_stats(pipeline)
-    assert stats["simhash/unchecked"] == stats["simhash/bad_fields"] == 1
-    assert "body_text" in caplog.text
+    assert stats["simhash/unchecked"] == stats["simhash/bad_fields"] == 2
+    assert "body_text" in caplog.text and "str is not an item" in caplog.text
 
 
 async def test_unreachable_redis_with_pass_lets_items_through_counted(tmp_path, body) -> None:
