@@ -1,6 +1,6 @@
 """End-to-end throughput: a near-duplicate stream through SimhashPipeline and a seed-style baseline.
 
-    python benchmarks/pipeline.py [--items 50000] [--baseline-items 3000] [--concurrency 16] [--redis-url URL]
+    python benchmarks/pipeline.py [--items 50000] [--max-distance auto|N] [--concurrency 16] [--redis-url URL]
 
 The shared corpus (title + body_text) is repeated to ``--items`` items: each corpus page once as it
 is, the rest near-duplicates of random pages (a few random word edits, two paragraphs swapped, a
@@ -155,13 +155,13 @@ class BenchSpider(Spider):
     name = "bench"
 
 
-async def open_pipeline(redis_url: str, log_dir: Path) -> SimhashPipeline:
+async def open_pipeline(redis_url: str, log_dir: Path, max_distance: str) -> SimhashPipeline:
     crawler = get_crawler(
         BenchSpider,
         {
             "SIMHASH_INDEX_URL": redis_url,
             "SIMHASH_FIELDS": ["title", "body_text"],
-            "SIMHASH_MAX_DISTANCE": SEED_DISTANCE,  # the baseline's rule
+            "SIMHASH_MAX_DISTANCE": max_distance,
             "SIMHASH_HTML_FIELDS": [],  # the corpus is plain text: say so, as a user would
             "SIMHASH_MERGE_LOG": str(log_dir / "merges.jsonl"),
             "SIMHASH_REVIEW_LOG": "",
@@ -184,13 +184,13 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
 
 
 async def run_pipeline(
-    redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int
-) -> tuple[int, float, dict]:
-    """(items, items/s, the pipeline's simhash/* stats), ``concurrency`` items in flight as in a crawl.
+    redis_url: str, items: Iterable[dict], log_dir: Path, max_distance: str, concurrency: int
+) -> tuple[int, float, dict, str]:
+    """(items, items/s, simhash/* stats, the rule), ``concurrency`` items in flight as in a crawl.
 
     Items are built a chunk at a time outside the timed part.
     """
-    pipeline = await open_pipeline(redis_url, log_dir)
+    pipeline = await open_pipeline(redis_url, log_dir, max_distance)
     count = 0
     elapsed = 0.0
     items = iter(items)
@@ -206,16 +206,20 @@ async def run_pipeline(
         count += len(chunk)
     await pipeline.close_spider()
     stats = pipeline.crawler.stats.get_stats()
-    return count, count / elapsed, {k: v for k, v in stats.items() if k.startswith("simhash/")}
+    rule = f"max distance {pipeline.max_distance}, {pipeline.layout!r}"
+    return count, count / elapsed, {k: v for k, v in stats.items() if k.startswith("simhash/")}, rule
 
 
-async def requests_by_outcome(redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path) -> dict:
-    """Requests (round trips) each item cost, read from MONITOR, totalled by outcome (new, duplicate).
+async def requests_by_outcome(
+    redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path, max_distance: str
+) -> dict:
+    """Requests (round trips) each item cost, read from MONITOR, totalled by outcome: new, new after
+    candidates that Jaccard rejected (indexed by a second call), duplicate.
 
     MONITOR shows the commands a script runs as ``lua``: those are server-side work, not requests.
     An ECHO from the admin connection marks where each item starts.
     """
-    pipeline = await open_pipeline(redis_url, log_dir)
+    pipeline = await open_pipeline(redis_url, log_dir, max_distance)
     commands: list[dict] = []
     monitoring = threading.Event()
 
@@ -231,9 +235,14 @@ async def requests_by_outcome(redis_url: str, admin: redis.Redis, items: Iterabl
     reader.start()
     monitoring.wait()
     outcomes = []
+    stats = pipeline.crawler.stats
     for item in items:
         admin.echo(ITEM_MARK)
-        outcomes.append(await process(pipeline, item))
+        rejected = stats.get_value("simhash/false_positives", 0)
+        outcome = await process(pipeline, item)
+        if outcome == "new" and stats.get_value("simhash/false_positives", 0) > rejected:
+            outcome = "new after rejected candidates"
+        outcomes.append(outcome)
     admin.echo(END_MARK)
     reader.join()
     await pipeline.close_spider()
@@ -313,6 +322,9 @@ def main() -> None:
                         help="the baseline runs on the stream's first N items (default 3000)")
     parser.add_argument("--sample", type=int, default=2_000,
                         help="items whose round trips are counted one by one with MONITOR (default 2000)")
+    parser.add_argument("--max-distance", default="auto",
+                        help="SIMHASH_MAX_DISTANCE of the pipeline (default: the product default, auto); "
+                        f"the baseline always uses {SEED_DISTANCE} with {SEED_BANDS} bands")
     parser.add_argument("--concurrency", type=int, default=16,
                         help="items in flight in the pipeline, as in a crawl (default 16, CONCURRENT_REQUESTS)")
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
@@ -334,13 +346,17 @@ def main() -> None:
         base_memory = admin.info("memory")["used_memory"] - empty
 
         empty = reset(admin)
-        count, rate, stats = asyncio.run(run_pipeline(url, stream(args.items), Path(log_dir), args.concurrency))
+        count, rate, stats, rule = asyncio.run(
+            run_pipeline(url, stream(args.items), Path(log_dir), args.max_distance, args.concurrency)
+        )
         commands = command_counts(admin)
         memory = admin.info("memory")["used_memory"] - empty
         kept = count - stats.get("simhash/duplicates", 0)
 
         reset(admin)
-        by_outcome = asyncio.run(requests_by_outcome(url, admin, stream(args.sample), Path(log_dir)))
+        by_outcome = asyncio.run(
+            requests_by_outcome(url, admin, stream(args.sample), Path(log_dir), args.max_distance)
+        )
         admin.close()
 
     print(f"stream: {count} items from {len(corpus)} corpus pages (each page once, the rest near-duplicates)")
@@ -349,6 +365,7 @@ def main() -> None:
     print(f"  round trips/new item: {SEED_BANDS + 1} ({SEED_BANDS} SMEMBERS + 1 pipelined SADD)")
     print(f"  used_memory/kept item: {base_memory / max(base_kept, 1):.0f} B")
     print(f"\nSimhashPipeline on all {count}, {args.concurrency} in flight: {rate:8.0f} items/s, kept {kept}")
+    print(f"  rule: {rule}")
     print(f"  EVALSHA/item: {commands['evalsha'] / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
