@@ -205,7 +205,8 @@ def choose(options: list[Measured], threshold: float, target: float) -> tuple[Me
     reach = [m for m in options if m.recall_for(threshold) >= target]
     affordable = [m for m in reach if m.candidate_fraction <= CANDIDATE_BUDGET]
     if affordable:
-        return max(affordable, key=lambda m: (round(m.recall_for(threshold), 4), -m.layout.tables, -m.probes)), True, True
+        best = max(affordable, key=lambda m: (round(m.recall_for(threshold), 4), -m.layout.tables, -m.probes))
+        return best, True, True
     if reach:
         return min(reach, key=lambda m: (m.candidate_fraction, m.layout.tables)), True, False
     within = [m for m in options if m.candidate_fraction <= CANDIDATE_BUDGET]
@@ -275,7 +276,10 @@ def main() -> None:
         out.write('  "rows": [\n' + ",\n".join("    " + json.dumps(r) for r in rows) + "\n  ]\n}\n")
     print(f"wrote {args.out} ({time.perf_counter() - started:.1f}s)\n")
 
-    print("target 0.95 | J >= T | layout | max distance | recall measured / expected | candidates at 1M (exact, simulated) | probes")
+    print(
+        "target 0.95 | J >= T | layout | max distance | recall measured / expected | "
+        "candidates at 1M (exact, simulated) | probes"
+    )
     for row in rows:
         if row["target_recall"] == 0.95 and row["jaccard_threshold"] in REPORT_THRESHOLDS:
             print(

@@ -42,7 +42,10 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=200)
     parser.add_argument("--threshold", type=float, default=0.82, help="SIMHASH_JACCARD_THRESHOLD for auto")
     args = parser.parse_args()
-    layouts = {"baseline (4 blocks)": BlockLayout(bands=4), f"auto at {args.threshold}": calibrate(args.threshold).layout}
+    layouts = {
+        "baseline (4 blocks)": BlockLayout(bands=4),
+        f"auto at {args.threshold}": calibrate(args.threshold).layout,
+    }
     print(f"{args.records:,} random records, {args.lookups} random lookups, no distance filter")
     baseline = None
     for name, layout in layouts.items():

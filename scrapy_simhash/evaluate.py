@@ -288,7 +288,9 @@ async def run_pipeline_decisions(
 
 
 def format_pipeline_runs(runs: Sequence[PipelineRun]) -> str:
-    lines = [f"{'distance':>8} {'J>=':>5} {'should':>6} {'flagged':>7} {'recall':>6} {'precision':>9} {'canonicals':>10}"]
+    lines = [
+        f"{'distance':>8} {'J>=':>5} {'should':>6} {'flagged':>7} {'recall':>6} {'precision':>9} {'canonicals':>10}"
+    ]
     for run in runs:
         s = run.scores
         lines.append(
@@ -333,7 +335,8 @@ def format_rows(table: Sequence[Row]) -> str:
         lines.append(
             f"{c.label:>8} {c.max_distance:>4} {row.threshold:>5.2f} {row.pairs:>6} {row.scores.true_positives:>6} "
             f"{row.scores.recall:>6.3f} {row.scores.precision:>9.3f} {row.candidate_precision:>9.3f} "
-            f"{row.candidates_per_lookup:>11.2f} {row.random_fraction * 1e6:>9,.0f} {row.ms_per_document:>6.2f}  {c.layout!r}"
+            f"{row.candidates_per_lookup:>11.2f} {row.random_fraction * 1e6:>9,.0f} {row.ms_per_document:>6.2f}  "
+            f"{c.layout!r}"
         )
     return "\n".join(lines)
 

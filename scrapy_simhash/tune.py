@@ -78,7 +78,8 @@ def score_pairs(pairs: Sequence[tuple[str, str, bool]], fingerprinter: Fingerpri
     scored = []
     for text_a, text_b, duplicate in pairs:
         a, b = fingerprinter.signature(text_a), fingerprinter.signature(text_b)
-        scored.append(ScoredPair(duplicate, hamming(a.fingerprint, b.fingerprint), jaccard_hashes(a.shingles, b.shingles)))
+        distance = hamming(a.fingerprint, b.fingerprint)
+        scored.append(ScoredPair(duplicate, distance, jaccard_hashes(a.shingles, b.shingles)))
     return scored
 
 

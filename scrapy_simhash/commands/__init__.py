@@ -13,7 +13,8 @@ def number_list(kind: type) -> type:
         try:
             return [kind(part) for part in value.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {value!r}") from None
+            message = f"expected comma-separated {kind.__name__} values, got {value!r}"
+            raise argparse.ArgumentTypeError(message) from None
 
     parse.__name__ = f"{kind.__name__} list"
     return parse

@@ -12,7 +12,16 @@ from scrapy_simhash.commands import number_list
 from scrapy_simhash.evaluate import read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.settings import read
-from scrapy_simhash.tune import DISTANCES, THRESHOLDS, format_rows, grid, read_labelled, recommend, score_pairs, settings_lines
+from scrapy_simhash.tune import (
+    DISTANCES,
+    THRESHOLDS,
+    format_rows,
+    grid,
+    read_labelled,
+    recommend,
+    score_pairs,
+    settings_lines,
+)
 
 SHOWN_DISTANCES = (3, 5, 7, 9, 11, 13, 15, 17, 19)
 SHOWN_THRESHOLDS = (0.6, 0.7, 0.8, 0.82, 0.85, 0.9, 0.95)
