@@ -26,8 +26,10 @@ import hashlib
 import json
 import random
 import re
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -329,6 +331,7 @@ def main() -> None:
                         help="items in flight in the pipeline, as in a crawl (default 16, CONCURRENT_REQUESTS)")
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the clean-ups: the redis-server dies too
 
     with args.corpus.open(encoding="utf-8") as lines:
         corpus = [json.loads(line) for line in lines]
@@ -374,6 +377,8 @@ def main() -> None:
     print(f"  used_memory/kept item: {memory / max(kept, 1):.0f} B (record store, bands, URL sets)")
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
     print(f"\nthroughput ratio: {rate / base_rate:.1f}x the baseline's items/s (target >= 10x)")
+    if stats.get("simhash/unchecked"):
+        raise SystemExit(f"INVALID RUN: {stats['simhash/unchecked']} items were passed on unchecked (index errors)")
 
 
 if __name__ == "__main__":
