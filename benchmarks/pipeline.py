@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import random
 import re
@@ -33,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -45,6 +43,7 @@ from scrapy import Spider
 from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 
+from fingerprint import naive_simhash  # benchmarks/fingerprint.py: the per-bit Python loop SimHash
 from scrapy_simhash.pipelines import SimhashPipeline
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
@@ -107,18 +106,6 @@ def make_stream(corpus: list[dict], count: int, seed: int = 7) -> Iterator[dict]
 # --- the seed-style baseline -----------------------------------------------------------------------
 
 
-def seed_fingerprint(text: str, width: int = 4, bits: int = 64) -> int:
-    """Per-bit Python loop over every shingle hash, as the seed did it."""
-    words = WORD.findall(unicodedata.normalize("NFKC", text).lower())
-    grams = [" ".join(words[i : i + width]) for i in range(max(1, len(words) - width + 1))]
-    votes = [0] * bits
-    for gram, count in Counter(grams).items():
-        value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
-        for bit in range(bits):
-            votes[bit] += count if value >> bit & 1 else -count
-    return sum(1 << bit for bit in range(bits) if votes[bit] > 0)
-
-
 def seed_check_and_add(client: redis.Redis, item_id: str, fingerprint: int) -> bool:
     """One SMEMBERS per band, compare client-side, then SADD to every band in one pipeline.
 
@@ -144,7 +131,7 @@ def run_baseline(client: redis.Redis, items: Iterable[dict]) -> tuple[int, float
     elapsed = 0.0
     for item in items:
         start = time.perf_counter()
-        kept += seed_check_and_add(client, item["url"], seed_fingerprint(f"{item['title']}\n{item['body_text']}"))
+        kept += seed_check_and_add(client, item["url"], naive_simhash(f"{item['title']}\n{item['body_text']}"))
         elapsed += time.perf_counter() - start
         count += 1
     return count, count / elapsed, kept
