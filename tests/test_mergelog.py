@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -63,6 +64,18 @@ async def test_stream_key_from_uri(redis_server_url, redis_prefix) -> None:
     await log.write(record())
     await log.close()
     assert [r["duplicate_id"] for r in read_merge_log(uri)] == ["b"]
+
+
+async def test_stream_log_keeps_every_record_of_a_burst(redis_server_url, redis_prefix) -> None:
+    """More concurrent writes than redis-py's default pool allows (100): each waits its turn, none is lost."""
+    log = open_merge_log(redis_server_url, f"{redis_prefix}:merges")
+    burst = [record(duplicate=f"d{n}") for n in range(300)]
+    try:
+        await asyncio.gather(*(log.write(r) for r in burst))
+    finally:
+        await log.close()
+    written = list(read_merge_log(redis_server_url, f"{redis_prefix}:merges"))
+    assert sorted(r["duplicate_id"] for r in written) == sorted(r["duplicate_id"] for r in burst)
 
 
 def test_unknown_scheme_is_refused() -> None:
