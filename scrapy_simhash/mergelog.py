@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 from scrapy.exporters import JsonLinesItemExporter
 
-__all__ = ["MergeLog", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
+__all__ = ["MergeLog", "MergeLogError", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,10 @@ DECISIONS = ("merged", "rejected")
 # Connections one stream writer opens at most. An XADD takes microseconds on the server, so 16
 # connections carry thousands of records a second even over a millisecond network round trip.
 STREAM_CONNECTIONS = 16
+
+
+class MergeLogError(Exception):
+    """A merge could not be recorded: the pipeline keeps the duplicate rather than drop it without a record."""
 
 
 @dataclass(frozen=True)

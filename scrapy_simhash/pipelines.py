@@ -25,7 +25,7 @@ from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.layout import Layout, make_layout
-from scrapy_simhash.mergelog import MergeLog, Rule, fingerprint_hex, merge_record, open_merge_log
+from scrapy_simhash.mergelog import MergeLog, MergeLogError, Rule, fingerprint_hex, merge_record, open_merge_log
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SimhashSettings, read
 
 if TYPE_CHECKING:
@@ -185,6 +185,8 @@ class SimhashPipeline:
                 self._closing = asyncio.ensure_future(closing)
                 raise
             return self._unchecked(item, str(exc))
+        except MergeLogError as exc:
+            return self._unchecked(item, str(exc))
         if match is None:
             return item
         self.stats.inc_value("simhash/duplicates")
@@ -296,8 +298,12 @@ class SimhashPipeline:
         )
 
     async def _merge(self, page: Page, match: Match, rule: Rule) -> None:
-        """Log the merge first (the audit trail must not depend on the index), then merge in the index."""
-        await self._log("merged", page, match, rule)
+        """Log the merge first (the audit trail must not depend on the index), then merge in the index.
+
+        A merge the log did not take is not made: the item is kept (unchecked), never dropped unrecorded.
+        """
+        if not await self._log("merged", page, match, rule):
+            raise MergeLogError(f"the merge of {page.id} into {match.canonical_id} could not be logged")
         group = self._groups[match.canonical_id] = self._groups[match.canonical_id] + 1
         self.stats.max_value("simhash/largest_group", group)
         if group == self.config.max_group_warn + 1:
@@ -317,9 +323,10 @@ class SimhashPipeline:
                 extra={"spider": self.crawler.spider},
             )
 
-    async def _log(self, decision: str, page: Page, match: Match, rule: Rule) -> None:
+    async def _log(self, decision: str, page: Page, match: Match, rule: Rule) -> bool:
+        """False when the merge log failed to take the record (a review-log failure is only counted)."""
         if self.merge_log is None and self.review_log is None:
-            return
+            return True
         record = merge_record(
             decision=decision,
             canonical_id=match.canonical_id,
@@ -332,10 +339,11 @@ class SimhashPipeline:
             jaccard=match.jaccard,
             rule=rule,
         )
-        await self._write(self.merge_log, record)
+        written = await self._write(self.merge_log, record)
         if self._sampled_for_review(page.id, match.jaccard):
             self.stats.inc_value("simhash/review_sampled")
             await self._write(self.review_log, record)
+        return written
 
     async def _url_of(self, record_id: str) -> str:
         if self.config.id_field is None:  # ids are URLs
@@ -355,9 +363,9 @@ class SimhashPipeline:
         draw = int.from_bytes(hashlib.blake2b(duplicate_id.encode("utf-8"), digest_size=8).digest(), "big")
         return draw < config.review_rate * 2**64
 
-    async def _write(self, log: MergeLog | None, record: dict[str, Any]) -> None:
+    async def _write(self, log: MergeLog | None, record: dict[str, Any]) -> bool:
         if log is None:
-            return
+            return True
         try:
             await log.write(record)
         except Exception:  # a lost audit record must be loud, not fatal to the crawl
@@ -365,6 +373,8 @@ class SimhashPipeline:
             logger.error(
                 "Could not write merge-log record %r", record, exc_info=True, extra={"spider": self.crawler.spider}
             )
+            return False
+        return True
 
     def _annotate(self, adapter: ItemAdapter, match: Match) -> None:
         fields = {

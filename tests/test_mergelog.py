@@ -1,13 +1,24 @@
-"""Merge-log records: the documented schema, to JSON lines through Scrapy's exporter or to a Redis Stream."""
+"""Merge-log records: the documented schema, to JSON lines through Scrapy's exporter or to a Redis Stream.
+
+The audit promise: every item is either kept or has a "merged" record; a burst of concurrent writes
+and a log that refuses a record are the two ways one could go missing.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import redis
 
+from pipeline_harness import feed, open_pipeline, simhash_stats
 from scrapy_simhash.mergelog import Rule, merge_record, open_merge_log, read_merge_log
+
+DRIVER = Path(__file__).with_name("crawl_stream.py")
 
 RULE = Rule(max_distance=7, jaccard_threshold=0.82, weighting="frequency", shingle_width=4,
             boilerplate_version=3, layout="BlockLayout(bits=64, bands=8, multiprobe=False)")
@@ -81,3 +92,55 @@ async def test_stream_log_keeps_every_record_of_a_burst(redis_server_url, redis_
 def test_unknown_scheme_is_refused() -> None:
     with pytest.raises(ValueError, match="merge log"):
         open_merge_log("s3://bucket/merges.jsonl", "x")
+
+
+@pytest.mark.slow
+def test_a_crawl_logs_every_dropped_duplicate_to_a_redis_stream(redis_server_url, redis_prefix, tmp_path, corpus):
+    """A host's 300 warm-up pages are released at once: a burst of concurrent merges, all recorded.
+
+    Before the stream writer had a blocking pool this crawl lost 108 of its 208 merge records.
+    """
+    bodies = [doc["body_text"] for doc in corpus if len(doc["body_text"].split()) >= 100][:150]
+    pages = [{"url": f"https://site.example/{copy}/{n}", "body_text": body}
+             for copy in ("a", "b") for n, body in enumerate(bodies)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(page) + "\n" for page in pages))
+    stream = f"{redis_server_url}?stream={redis_prefix}:merges"
+    settings = {
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.sqlite3",
+        "SIMHASH_MERGE_LOG": stream,
+        "EXTENSIONS": {"scrapy_simhash.extensions.BoilerplateLearner": 500},
+        "SIMHASH_BOILERPLATE_MIN_PAGES": len(pages),
+        "SIMHASH_BOILERPLATE_MAX_HELD": len(pages),
+        "CONCURRENT_REQUESTS": len(pages),
+    }
+    subprocess.run([sys.executable, str(DRIVER), str(items), str(tmp_path), json.dumps(settings)],
+                   check=True, timeout=120, capture_output=True)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["simhash/boilerplate/held_max"] == len(pages)  # the burst happened
+    merged = [r["duplicate_url"] for r in read_merge_log(stream) if r["decision"] == "merged"]
+    kept = [json.loads(line)["url"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert "simhash/merge_log_errors" not in stats
+    assert len(merged) == stats["simhash/duplicates"] == stats["simhash/dropped"] >= len(bodies)
+    assert sorted(merged + kept) == sorted(page["url"] for page in pages)  # each item kept or logged, once
+
+
+@pytest.mark.parametrize("words", [400, 10], ids=["simhash", "exact"])
+async def test_a_merge_the_log_refuses_keeps_the_duplicate(redis_server_url, redis_prefix, tmp_path, corpus, words):
+    """A duplicate whose merge record cannot be written is passed on, never dropped without a record."""
+    stream = f"{redis_prefix}:merges"
+    with redis.Redis.from_url(redis_server_url) as client:
+        client.set(stream, "not a stream")  # every XADD to it fails (WRONGTYPE)
+    body = " ".join(next(doc["body_text"] for doc in corpus if len(doc["body_text"].split()) > words).split()[:words])
+    pipeline = await open_pipeline({
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.sqlite3",
+        "SIMHASH_MERGE_LOG": f"{redis_server_url}?stream={stream}",
+    })
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": body})
+        assert await feed(pipeline, {"url": "https://b.example/copy", "body_text": body})
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/merge_log_errors"] == 1 and stats["simhash/unchecked"] == 1
+    assert stats["simhash/duplicates"] == stats["simhash/dropped"] == 0
