@@ -2,8 +2,8 @@
 
 Fills each backend (SQLite file, Redis of this script's own) with random fingerprints, growing
 through 10k, 100k and 1M records, and at each size looks up near-duplicates of stored records
-(planted at every distance up to the max distance, 3) and random fingerprints. Block layouts must
-find 100% of them (their guarantee covers distance 3); a sampled layout's expected recall, from
+(planted at every distance up to the layout's max distance) and random fingerprints. Block layouts
+must find 100% of them (their guarantee covers distance 3); a sampled layout's expected recall, from
 ``Layout.collision_probability``, is printed beside its measured one. Records
 carry no verification hashes here: this measures the bands, not the record store. Latency is per
 lookup, one at a time; "scanned" counts bucket members the lookup had to compare (read outside the
@@ -31,12 +31,14 @@ from scrapy_simhash.index.codec import to_signed
 from scrapy_simhash.layout import BlockLayout, Layout, SampledLayout
 
 SIZES = (10_000, 100_000, 1_000_000)
-LAYOUTS: dict[str, Layout] = {
-    "4 blocks": BlockLayout(bands=4),
-    "2 blocks + multi-probe": BlockLayout(bands=2, multiprobe=True),
-    "sampled 8 x 16 bits": SampledLayout(8, 16, seed=1),
+# name -> (layout, max distance). "calibrated" is what SIMHASH_MAX_DISTANCE = "auto" chose at the
+# default Jaccard threshold when this was written (README "Quality and calibration").
+LAYOUTS: dict[str, tuple[Layout, int]] = {
+    "4 blocks": (BlockLayout(bands=4), 3),
+    "2 blocks + multi-probe": (BlockLayout(bands=2, multiprobe=True), 3),
+    "sampled 8 x 16 bits": (SampledLayout(8, 16, seed=1), 3),
+    "calibrated 14 x 11 bits": (SampledLayout(14, 11), 18),
 }
-MAX_DISTANCE = 3
 
 
 def flip(rng: random.Random, fingerprint: int, distance: int) -> int:
@@ -79,19 +81,21 @@ async def fill(index, fingerprints: list[int], start: int, stop: int) -> None:
     await asyncio.gather(*(worker() for _ in range(32)))
 
 
-async def measure(index, layout: Layout, fingerprints: list[int], size: int, queries: int, scanned) -> dict:
+async def measure(
+    index, layout: Layout, max_distance: int, fingerprints: list[int], size: int, queries: int, scanned
+) -> dict:
     rng = random.Random(size)
     latencies, scans, hits, planted, expected = [], [], 0, 0, []
     for q in range(queries):
         if q % 2 == 0:
             target = rng.randrange(size)
-            distance = rng.randint(0, MAX_DISTANCE)
+            distance = rng.randint(0, max_distance)
             expected.append(layout.collision_probability(distance))
             query = flip(rng, fingerprints[target], distance)
         else:
             target, query = None, rng.getrandbits(64)
         started = time.perf_counter()
-        found = await index.candidates(query, MAX_DISTANCE)
+        found = await index.candidates(query, max_distance)
         latencies.append(time.perf_counter() - started)
         scans.append(scanned(query))
         if target is not None:
@@ -102,10 +106,12 @@ async def measure(index, layout: Layout, fingerprints: list[int], size: int, que
             "recall": hits / planted, "expected": np.mean(expected)}
 
 
-async def run_backend(backend: str, location: str, layouts: dict[str, Layout], sizes: list[int], queries: int) -> None:
+async def run_backend(
+    backend: str, location: str, layouts: dict[str, tuple[Layout, int]], sizes: list[int], queries: int
+) -> None:
     rng = random.Random(0)
     fingerprints = [rng.getrandbits(64) for _ in range(max(sizes))]
-    for name, layout in layouts.items():
+    for name, (layout, max_distance) in layouts.items():
         if backend == "sqlite":
             path = Path(location) / f"{name.replace(' ', '-')}.db"
             index, url, prefix = open_index(f"sqlite:///{path}", layout=layout), str(path), ""
@@ -119,8 +125,8 @@ async def run_backend(backend: str, location: str, layouts: dict[str, Layout], s
             await fill(index, fingerprints, filled, size)
             fill_rate = (size - filled) / (time.perf_counter() - started)
             filled = size
-            r = await measure(index, layout, fingerprints, size, queries, scanned)
-            print(f"{backend:6s} {name:24s} {size:>9,d}  p50 {r['p50']:6.2f} ms  p99 {r['p99']:6.2f} ms  "
+            r = await measure(index, layout, max_distance, fingerprints, size, queries, scanned)
+            print(f"{backend:6s} {name:24s} d<={max_distance:<2d} {size:>9,d}  p50 {r['p50']:6.2f} ms  p99 {r['p99']:6.2f} ms  "
                   f"scanned {r['scanned']:8.1f}  planted recall {r['recall']:6.1%} (expected {r['expected']:6.1%})  (fill {fill_rate:,.0f} records/s)",
                   flush=True)
         await index.close()
@@ -135,8 +141,8 @@ async def main() -> None:
     args = parser.parse_args()
     sizes = [s for s in SIZES if s <= args.max_records] or [args.max_records]
     layouts = {name: LAYOUTS[name] for name in args.layouts.split(",")}
-    print(f"max distance {MAX_DISTANCE}; {args.queries} lookups per size, half planted near-duplicates at "
-          f"distance 0..{MAX_DISTANCE}, half random")
+    print(f"{args.queries} lookups per size, half planted near-duplicates at distance 0..max distance "
+          f"(3; 18 for the calibrated layout), half random")
     for backend in args.backends.split(","):
         if backend == "sqlite":
             with tempfile.TemporaryDirectory(prefix="simhash-bench-") as folder:
