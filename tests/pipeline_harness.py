@@ -48,3 +48,11 @@ def simhash_stats(pipeline: SimhashPipeline) -> Counter:
 def outcomes(pipeline: SimhashPipeline) -> int:
     stats = simhash_stats(pipeline)
     return sum(stats[name] for name in OUTCOMES)
+
+
+async def feed_judged(pipeline: SimhashPipeline, item: Any) -> bool:
+    """:func:`feed`, asserting that the item ended in exactly one outcome (nothing lost, nothing twice)."""
+    before = outcomes(pipeline)
+    kept = await feed(pipeline, item)
+    assert outcomes(pipeline) == before + 1, simhash_stats(pipeline)
+    return kept

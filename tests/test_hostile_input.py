@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline_harness import feed, open_pipeline, outcomes, simhash_stats
+from pipeline_harness import feed_judged, open_pipeline, simhash_stats
 
 MAX_CHARS = 100_000
 
@@ -127,33 +127,25 @@ async def any_backend_pipeline(request, tmp_path):
     await opened.close_spider()
 
 
-async def assert_judged(pipeline, item) -> bool:
-    """Process ``item``: it goes on or is dropped, and exactly one outcome counter moved."""
-    before = outcomes(pipeline)
-    kept = await feed(pipeline, item)
-    assert outcomes(pipeline) == before + 1, simhash_stats(pipeline)
-    return kept
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(item=items)
 async def test_any_item_is_fingerprinted_or_counted(pipeline, item) -> None:
-    await assert_judged(pipeline, item)
+    await feed_judged(pipeline, item)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(url=st.sampled_from(HOSTILE_IDS), body=st.sampled_from(SPECIAL_STRINGS))
 async def test_dataclass_items_too(pipeline, url, body) -> None:
-    await assert_judged(pipeline, Page(url=url, title="t", body_text=body))
+    await feed_judged(pipeline, Page(url=url, title="t", body_text=body))
 
 
 @pytest.mark.parametrize("item_id", [i for i in HOSTILE_IDS if isinstance(i, str) and i and i != "\ud800"])
 async def test_odd_ids_round_trip_as_the_canonical_of_their_duplicate(any_backend_pipeline, item_id) -> None:
     """An id that could break key or member parsing is still the id a later duplicate is merged into."""
     pipeline = any_backend_pipeline
-    assert await assert_judged(pipeline, {"url": item_id, "body_text": LOREM})
+    assert await feed_judged(pipeline, {"url": item_id, "body_text": LOREM})
     duplicate = {"url": "https://elsewhere.example/copy", "body_text": LOREM, "title": ""}
-    assert not await assert_judged(pipeline, duplicate)
+    assert not await feed_judged(pipeline, duplicate)
     record = await pipeline.index.index.get(item_id)
     assert record is not None and record.id == item_id
 
@@ -168,9 +160,9 @@ async def test_near_duplicates_in_unspaced_and_rtl_scripts_are_found(pipeline, o
     scripts a whole sentence is one ``\\w+`` token, and one edited character hides the page."""
     middle = len(original) // 2 + (original[len(original) // 2] == replacement)
     edited = original[:middle] + replacement + original[middle + 1 :]
-    assert await assert_judged(pipeline, {"url": "https://a.example/1", "body_text": original})
-    assert not await assert_judged(pipeline, {"url": "https://b.example/1", "body_text": edited})
-    assert await assert_judged(pipeline, {"url": "https://c.example/1", "body_text": unrelated})
+    assert await feed_judged(pipeline, {"url": "https://a.example/1", "body_text": original})
+    assert not await feed_judged(pipeline, {"url": "https://b.example/1", "body_text": edited})
+    assert await feed_judged(pipeline, {"url": "https://c.example/1", "body_text": unrelated})
     assert simhash_stats(pipeline)["simhash/fingerprinted"] == 3
 
 
@@ -185,11 +177,11 @@ async def test_a_20_mb_field_costs_what_max_chars_allows(pipeline, markup) -> No
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        assert await assert_judged(pipeline, {"url": "https://big.example/", "body_text": body})
+        assert await feed_judged(pipeline, {"url": "https://big.example/", "body_text": body})
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
     assert simhash_stats(pipeline)["simhash/truncated"] == 1
     assert peak < 100 * MAX_CHARS, f"peak {peak / 2**20:.1f} MiB for a {MAX_CHARS}-character budget"
     prefix = body[:MAX_CHARS] if not markup else " ".join(words)[: MAX_CHARS]
-    assert not await assert_judged(pipeline, {"url": "https://small.example/", "body_text": prefix})
+    assert not await feed_judged(pipeline, {"url": "https://small.example/", "body_text": prefix})
