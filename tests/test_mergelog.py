@@ -78,9 +78,12 @@ async def test_stream_key_from_uri(redis_server_url, redis_prefix) -> None:
 
 
 async def test_stream_log_keeps_every_record_of_a_burst(redis_server_url, redis_prefix) -> None:
-    """More concurrent writes than redis-py's default pool allows (100): each waits its turn, none is lost."""
+    """More concurrent writes than redis-py's default pool allows (100): each waits its turn, none is lost.
+
+    1,200 records also make the reader page (XRANGE, 1,000 at a time, from an exclusive start id).
+    """
     log = open_merge_log(redis_server_url, f"{redis_prefix}:merges")
-    burst = [record(duplicate=f"d{n}") for n in range(300)]
+    burst = [record(duplicate=f"d{n}") for n in range(1200)]
     try:
         await asyncio.gather(*(log.write(r) for r in burst))
     finally:
