@@ -17,7 +17,8 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--fresh", action="store_true", help="forget earlier runs: delete output/ first")
+    parser.add_argument("--fresh", action="store_true",
+                        help="forget earlier runs: delete output/ first (a Redis index or merge-log stream is kept)")
     parser.add_argument("--corpus", type=Path, help="corpus for build_site.py (default ../shared/...)")
     args = parser.parse_args(argv)
 
