@@ -126,8 +126,10 @@ async def run_backend(
             fill_rate = (size - filled) / (time.perf_counter() - started)
             filled = size
             r = await measure(index, layout, max_distance, fingerprints, size, queries, scanned)
-            print(f"{backend:6s} {name:24s} d<={max_distance:<2d} {size:>9,d}  p50 {r['p50']:6.2f} ms  p99 {r['p99']:6.2f} ms  "
-                  f"scanned {r['scanned']:8.1f}  planted recall {r['recall']:6.1%} (expected {r['expected']:6.1%})  (fill {fill_rate:,.0f} records/s)",
+            print(f"{backend:6s} {name:24s} d<={max_distance:<2d} {size:>9,d}  "
+                  f"p50 {r['p50']:6.2f} ms  p99 {r['p99']:6.2f} ms  scanned {r['scanned']:8.1f}  "
+                  f"planted recall {r['recall']:6.1%} (expected {r['expected']:6.1%})  "
+                  f"(fill {fill_rate:,.0f} records/s)",
                   flush=True)
         await index.close()
 

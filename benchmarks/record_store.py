@@ -44,7 +44,8 @@ def main() -> None:
     print(f"{len(docs)} pages, {hashes / len(docs):,.0f} distinct shingle hashes per page (median "
           f"{np.median([len(h) for h in narrow]):,.0f}); 64->32-bit collisions inside a page: "
           f"{sum(len(w) - len(n) for w, n in zip(wide, narrow))}")
-    print(f"blob: {stored / len(docs):,.0f} B/page = {stored / hashes:.2f} B/hash; raw uint32 {4 * hashes / len(docs):,.0f} "
+    print(f"blob: {stored / len(docs):,.0f} B/page = {stored / hashes:.2f} B/hash; "
+          f"raw uint32 {4 * hashes / len(docs):,.0f} "
           f"B/page (ratio {stored / (4 * hashes):.2f}), raw uint64 {8 * hashes / len(docs):,.0f} B/page "
           f"(ratio {stored / (8 * hashes):.2f}); encode {encode_us:.0f} us, decode {decode_us:.0f} us per page")
 

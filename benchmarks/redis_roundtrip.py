@@ -104,7 +104,9 @@ async def main() -> None:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--memory-records", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--shingles", type=int, default=1000, help="verification hashes per record (corpus median ~1,077)")
+    parser.add_argument(
+        "--shingles", type=int, default=1000, help="verification hashes per record (corpus median ~1,077)"
+    )
     args = parser.parse_args()
     with throwaway_redis() as url:
         await run(url, args)
@@ -113,7 +115,8 @@ async def main() -> None:
 async def run(url: str, args: argparse.Namespace) -> None:
     admin = redis.Redis.from_url(url)
     try:
-        shingles = np.unique(np.random.default_rng(0).integers(0, 2**32, args.shingles, dtype=np.uint64)).astype(np.uint32)
+        drawn = np.random.default_rng(0).integers(0, 2**32, args.shingles, dtype=np.uint64)
+        shingles = np.unique(drawn).astype(np.uint32)
         print(f"redis-server {admin.info('server')['redis_version']} at {url}; "
               f"{args.items} items, 10% near-duplicates, max distance {MAX_DISTANCE}, {BANDS} bands, "
               f"{len(shingles)} verification hashes per record")
@@ -123,7 +126,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
             index = open_index(url, spider=f"ours{concurrency}")
 
             async def ours(record_id: str, fp: int, index=index) -> None:
-                await index.check_and_add(Record(id=record_id, fingerprint=fp, url=record_id, shingles=shingles), MAX_DISTANCE)
+                record = Record(id=record_id, fingerprint=fp, url=record_id, shingles=shingles)
+                await index.check_and_add(record, MAX_DISTANCE)
 
             figures = []
             for call in (seed.check_and_add, ours):
@@ -170,7 +174,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
         band = bucket_bytes + map_bytes
         print(f"  seed-style band sets: {seed_bytes / n:6.1f} B/record ({seed_keys:,} keys; INFO used_memory "
               f"{seed_used / n:6.1f} B/record)")
-        print(f"  ours, band entries:   {band / n:6.1f} B/record = buckets {bucket_bytes / n:.1f} ({bucket_keys:,} keys) "
+        print(f"  ours, band entries:   {band / n:6.1f} B/record = buckets {bucket_bytes / n:.1f} "
+              f"({bucket_keys:,} keys) "
               f"+ fingerprint->id map {map_bytes / n:.1f}   ratio {band / seed_bytes:.2f} of seed-style")
         print(f"  ours, record store (no verification hashes, 1 URL): {record_bytes / n:6.1f} B/record; "
               f"INFO used_memory for everything {our_used / n:6.1f} B/record")

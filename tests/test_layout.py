@@ -75,7 +75,11 @@ def _brute_force_probability(layout: Layout, distance: int) -> float:
 
 @pytest.mark.parametrize(
     "layout",
-    [BlockLayout(bits=12, bands=3), BlockLayout(bits=12, bands=2, multiprobe=True), SampledLayout(3, 4, seed=7, bits=12)],
+    [
+        BlockLayout(bits=12, bands=3),
+        BlockLayout(bits=12, bands=2, multiprobe=True),
+        SampledLayout(3, 4, seed=7, bits=12),
+    ],
     ids=repr,
 )
 def test_collision_probability_is_exact(layout):

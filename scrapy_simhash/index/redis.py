@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import struct
 from importlib.resources import files
 
 import numpy as np
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from scrapy_simhash.index.base import Candidate, Index, Record
@@ -64,7 +66,7 @@ class RedisIndex(Index):
         self.layout = layout
         self.retention = retention
         self.prefix = prefix
-        self.client = aioredis.Redis.from_url(url)
+        self.client = self._connect(url, prefix)
         source = _lua_layout(layout) + _LUA
         self._scripts = {name: self.client.register_script(f"{source}\nreturn {name}()") for name in _ENTRY_POINTS}
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
@@ -72,6 +74,20 @@ class RedisIndex(Index):
         self._verified = False
         self._queue: list[tuple[str, list, list, asyncio.Future]] = []
         self._sender: asyncio.Task | None = None
+
+    @staticmethod
+    def _connect(url: str, prefix: str) -> aioredis.Redis | RedisCluster:
+        """A client for ``url``; ``redis+cluster://`` / ``rediss+cluster://`` mean a Redis Cluster.
+
+        On a cluster every key a script touches must live in one slot: the prefix's hash tag
+        (``{spider}``) puts all of an index's keys there (README "Reliability" explains the trade).
+        """
+        scheme, _, rest = url.partition("://")
+        if not scheme.endswith("+cluster"):
+            return aioredis.Redis.from_url(url)
+        if not re.search(r"\{[^{}]+\}", prefix):
+            raise ValueError(f"a Redis Cluster index needs a {{hash tag}} in SIMHASH_KEY_PREFIX, got {prefix!r}")
+        return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
 
     async def _ready(self) -> None:
         """Refuse an index built with another layout (its buckets would silently stop matching)."""
@@ -132,7 +148,9 @@ class RedisIndex(Index):
                 return [exc]
         async with self.client.pipeline(transaction=False) as pipe:
             for name, keys, args, _ in batch:
-                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+                # Not pipe.evalsha(): redis-py's cluster pipeline refuses it by name, yet routes the
+                # command by its keys like any other.
+                pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
             return await pipe.execute(raise_on_error=False)
 
     def _record_args(self, record: Record) -> list:
@@ -149,7 +167,9 @@ class RedisIndex(Index):
             "" if expires is None else repr(expires),
         ]
 
-    async def _check_add(self, mode: str, fingerprint: int, max_distance: int, record: Record | None) -> list[Candidate]:
+    async def _check_add(
+        self, mode: str, fingerprint: int, max_distance: int, record: Record | None
+    ) -> list[Candidate]:
         splits = self.layout.split(fingerprint)
         keys, probes = [], []
         for table, (key, residual) in enumerate(splits):

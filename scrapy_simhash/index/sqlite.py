@@ -229,9 +229,10 @@ class SQLiteIndex(Index):
             )
         self._add_urls(rid, [record.url, *record.urls])
         if banded:
+            fingerprint = to_signed(record.fingerprint)
             db.executemany(
                 "INSERT OR IGNORE INTO bands VALUES (?, ?, ?, ?)",
-                [(t, to_signed(key), rid, to_signed(record.fingerprint)) for t, key in self.layout.insert_keys(record.fingerprint)],
+                [(t, to_signed(key), rid, fingerprint) for t, key in self.layout.insert_keys(record.fingerprint)],
             )
 
     def _add_urls(self, rid: int, urls: Iterable[str]) -> None:
