@@ -40,6 +40,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def value_of(client: redis.Redis | redis.RedisCluster, key: bytes) -> object:
+    """Any key's value as comparable plain data (sets sorted), for keyspace snapshots."""
+    kind = client.type(key).decode()
+    if kind == "zset":
+        return client.zrange(key, 0, -1, withscores=True)
+    if kind == "set":
+        return sorted(client.smembers(key))
+    return {"string": client.get, "hash": client.hgetall}[kind](key)
+
+
 @dataclass(frozen=True)
 class TLSFiles:
     """A self-signed certificate and its key, trusted as its own CA."""

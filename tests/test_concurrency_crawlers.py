@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from redis_servers import value_of
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard_hashes
 from scrapy_simhash.index import open_index
 from scrapy_simhash.layout import make_layout
@@ -84,13 +85,6 @@ def crawler_stream(clusters: list[list[str]], crawler: int) -> list[dict]:
     ]
     random.Random(crawler).shuffle(items)
     return items
-
-
-def dump_value(client, key: bytes):
-    kind = client.type(key).decode()
-    if kind == "zset":
-        return client.zrange(key, 0, -1)
-    return {"string": client.get, "set": client.smembers, "hash": client.hgetall}[kind](key)
 
 
 def cluster_of(url: str) -> int:
@@ -158,5 +152,5 @@ async def test_four_crawler_processes_keep_one_canonical_per_cluster(throwaway_r
     traces = [url.encode() for url in erased.urls]
     with throwaway_redis.client() as client:
         for key in client.scan_iter():
-            stored = key + repr(dump_value(client, key)).encode()
+            stored = key + repr(value_of(client, key)).encode()
             assert not [trace for trace in traces if trace in stored], key

@@ -1,7 +1,8 @@
 """The band index behind the pipeline: :func:`open_index` picks a backend by URL.
 
 ``sqlite:///path/to/index.db`` (the embedded default, persistent) or ``redis://`` / ``rediss://``
-(shared between crawler processes). Both implement :class:`~scrapy_simhash.index.base.Index`.
+(shared between crawler processes; ``redis+cluster://`` / ``rediss+cluster://`` on a Redis Cluster).
+Both implement :class:`~scrapy_simhash.index.base.Index`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def open_index(
         # As SQLAlchemy spells them: sqlite:///relative.db, sqlite:////absolute.db, sqlite:// in memory.
         path = url[len("sqlite://") :].removeprefix("/")
         return SQLiteIndex(path.replace("{spider}", spider) or ":memory:", layout, policy)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         from scrapy_simhash.index.redis import RedisIndex
 
         return RedisIndex(url, layout, policy, key_prefix.replace("{spider}", "{" + spider + "}"))
-    raise ValueError(f"SIMHASH_INDEX_URL must start with sqlite://, redis://, rediss:// or unix://, got {url!r}")
+    raise ValueError(
+        "SIMHASH_INDEX_URL must start with sqlite://, redis://, rediss://, unix://, redis+cluster:// or "
+        f"rediss+cluster://, got {url!r}"
+    )
