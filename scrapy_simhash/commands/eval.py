@@ -81,7 +81,12 @@ class Command(ScrapyCommand):
             configurations.append(Configuration(label, max_distance, layout))
 
         thresholds = sorted(set(opts.thresholds or (*THRESHOLDS, config.jaccard_threshold)))
-        documents = read_documents(args[0], config.fields)[: opts.limit]
+        if not all(0.0 < t <= 1.0 for t in thresholds):
+            raise UsageError(f"Jaccard thresholds must lie in (0, 1], got {thresholds}", print_help=False)
+        try:
+            documents = read_documents(args[0], config.fields)[: opts.limit]
+        except OSError as exc:
+            raise UsageError(f"cannot read {args[0]}: {exc}", print_help=False) from None
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
         signatures = [fingerprinter.signature(document.text) for document in documents]

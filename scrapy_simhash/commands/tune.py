@@ -52,8 +52,11 @@ class Command(ScrapyCommand):
             raise UsageError("give one labelled-pairs file (JSON lines)")
         assert self.settings is not None
         config = read(self.settings, "tune")
-        texts = {d.id: d.text for d in read_documents(opts.corpus, config.fields)} if opts.corpus else None
-        pairs = read_labelled(args[0], texts)
+        try:
+            texts = {d.id: d.text for d in read_documents(opts.corpus, config.fields)} if opts.corpus else None
+            pairs = read_labelled(args[0], texts)
+        except OSError as exc:
+            raise UsageError(f"cannot read {exc.filename}: {exc.strerror}", print_help=False) from None
         if not pairs:
             raise UsageError(f"no usable labelled pair in {args[0]}", print_help=False)
         scored = score_pairs(pairs, Fingerprinter(width=config.shingle_width, weighting=config.weighting))
