@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import numpy as np
@@ -81,3 +82,16 @@ async def test_the_script_unindexes_exactly_what_the_client_indexed(throwaway_re
 def test_a_layout_too_wide_for_lua_numbers_is_refused(redis_server_url):
     with pytest.raises(ValueError, match="needs at most 53"):
         open_index(redis_server_url, layout=BlockLayout(bands=6))
+
+
+async def test_an_unsendable_id_fails_its_own_call_not_its_batch(redis_server_url, redis_prefix):
+    index = open_index(redis_server_url, key_prefix=redis_prefix + ":{spider}")
+    good = _records(20, seed=4)
+    bad = Record(id="lone \udc80 surrogate", fingerprint=1)
+    assert await index.count() == 0  # from here on, calls made together are sent as one pipeline
+    results = await asyncio.gather(
+        *(index.add(record) for record in good), index.add(bad), return_exceptions=True
+    )
+    assert isinstance(results[-1], UnicodeEncodeError) and results[:-1] == [None] * len(good)
+    assert await index.count() == len(good)
+    await index.close()

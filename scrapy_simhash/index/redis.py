@@ -106,8 +106,12 @@ class RedisIndex(Index):
     async def _run(self, name: str, keys: list, args: list):
         """Run script ``name``: queued, and sent with every other call queued meanwhile."""
         await self._ready()
+        # Encoded here, so that a value that cannot be sent (a lone surrogate in an id) fails this
+        # call alone rather than the whole pipeline it would have joined.
+        keys = [key.encode() for key in keys or [f"{self.prefix}:f"]]
+        args = [arg.encode() if isinstance(arg, str) else arg for arg in (self.prefix, *args)]
         future = asyncio.get_running_loop().create_future()
-        self._queue.append((name, keys or [f"{self.prefix}:f"], [self.prefix, *args], future))
+        self._queue.append((name, keys, args, future))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send())
         return await future
