@@ -24,6 +24,11 @@ __all__ = ["BadFieldError", "Content", "exact_digest", "extract_text", "field_va
 _TAG = re.compile(r"<[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>|<!--|<!doctype\b", re.IGNORECASE)
 
 
+# Ids, URLs and hosts end up whole in index keys and merge-log records; real URLs stay far below
+# this (servers commonly refuse request lines over 8 KB), a hostile field need not.
+MAX_SCALAR_CHARS = 32_768
+
+
 class BadFieldError(ValueError):
     """A content field holds a value that is not text (a dict, an object...)."""
 
@@ -37,6 +42,13 @@ def looks_like_html(value: str) -> bool:
     return _TAG.search(value) is not None
 
 
+def _number_text(name: str, value: int | float) -> str:
+    try:
+        return str(value)
+    except ValueError:  # an int with more digits than sys.get_int_max_str_digits() allows
+        raise BadFieldError(f"field {name!r} holds an integer too long to write as text") from None
+
+
 def _strings(name: str, value: Any) -> Iterable[str]:
     if value is None:
         return
@@ -45,7 +57,7 @@ def _strings(name: str, value: Any) -> Iterable[str]:
     elif isinstance(value, (bytes, bytearray)):
         yield bytes(value).decode("utf-8", errors="replace")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield str(value)
+        yield _number_text(name, value)
     elif isinstance(value, (list, tuple)):
         for element in value:
             yield from _strings(name, element)
@@ -84,7 +96,11 @@ def extract_text(
 
 
 def field_value(adapter: ItemAdapter, name: str | None) -> str:
-    """A scalar field (id, URL, host, retention class) as a string; "" when absent."""
+    """A scalar field (id, URL, host, retention class) as a string; "" when absent.
+
+    Longer than ``MAX_SCALAR_CHARS``: refused (``BadFieldError``), since the value would be stored
+    whole in index keys and merge-log records.
+    """
     if name is None:
         return ""
     value = adapter.get(name)
@@ -92,11 +108,15 @@ def field_value(adapter: ItemAdapter, name: str | None) -> str:
         return ""
     if isinstance(value, (list, tuple)):
         value = value[0] if value else ""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > MAX_SCALAR_CHARS:
+        raise BadFieldError(f"field {name!r} holds {len(value)} characters, more than {MAX_SCALAR_CHARS}")
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, (str, int)):
+    if isinstance(value, int):
+        return _number_text(name, value)
+    if isinstance(value, str):
         # Ids and URLs are stored and logged as UTF-8: lone surrogates become U+FFFD.
-        return str(value).encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+        return value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
     raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not a string")
 
 

@@ -63,7 +63,10 @@ SPECIAL_STRINGS = [
 HOSTILE_IDS = [
     "a:b:c", "{reliability}", "}{", "simhash:{reliability}:r:x", "*?[]^", "with space", "line\nbreak",
     "nul\x00id", "\ud800", "", "x" * 10_000, 12345, b"\xff\xfebytes-id", ["list-id"], {"dict": "id"}, None,
+    "u" * 40_000, 10**5000,  # longer than MAX_SCALAR_CHARS; more digits than str(int) writes
 ]
+# Ids stored as they are (a lone surrogate becomes U+FFFD, an oversized id is refused).
+STORABLE_IDS = [i for i in HOSTILE_IDS if isinstance(i, str) and 0 < len(i) <= 10_000 and i != "\ud800"]
 ENCODINGS = ["utf-8", "utf-16", "latin-1", "cp1252", "shift_jis", "koi8-r", "gb18030"]
 
 text_with_surrogates = st.text(st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)))
@@ -79,6 +82,7 @@ scalars = st.one_of(
     st.binary(max_size=300),
     encoded_text,
     st.sampled_from(SPECIAL_STRINGS),
+    st.builds(lambda: 10**5000),  # built, not st.just(): its repr is too long for str(int)
 )
 values = st.recursive(
     scalars,
@@ -139,7 +143,7 @@ async def test_dataclass_items_too(pipeline, url, body) -> None:
     await feed_judged(pipeline, Page(url=url, title="t", body_text=body))
 
 
-@pytest.mark.parametrize("item_id", [i for i in HOSTILE_IDS if isinstance(i, str) and i and i != "\ud800"])
+@pytest.mark.parametrize("item_id", STORABLE_IDS)
 async def test_odd_ids_round_trip_as_the_canonical_of_their_duplicate(any_backend_pipeline, item_id) -> None:
     """An id that could break key or member parsing is still the id a later duplicate is merged into."""
     pipeline = any_backend_pipeline
@@ -148,6 +152,15 @@ async def test_odd_ids_round_trip_as_the_canonical_of_their_duplicate(any_backen
     assert not await feed_judged(pipeline, duplicate)
     record = await pipeline.index.index.get(item_id)
     assert record is not None and record.id == item_id
+
+
+@pytest.mark.parametrize("url", ["u" * 40_000, 10**5000], ids=["40k-characters", "5001-digits"])
+async def test_an_id_too_long_to_store_is_a_counted_skip(pipeline, url, tmp_path) -> None:
+    """Ids and URLs go whole into keys and merge-log records: an oversized one is refused, not stored."""
+    assert await feed_judged(pipeline, {"url": url, "body_text": LOREM})
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/unchecked"] == 1 and stats["simhash/bad_fields"] == 1
+    assert await pipeline.index.index.count() == 0
 
 
 @pytest.mark.parametrize(
