@@ -321,3 +321,20 @@ async def test_concurrent_check_and_add_from_two_processes_has_one_winner(make_i
         worker.join(timeout=30)
     assert all(a != b for a, b in zip(*outcomes)), outcomes
     assert await make_index().count() == rounds
+
+
+async def test_sqlite_urls_name_relative_and_absolute_files_per_spider(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for url, expected in [
+        ("sqlite:///data/{spider}.db", tmp_path / "data" / "news.db"),
+        (f"sqlite:///{tmp_path}/abs/{{spider}}.db", tmp_path / "abs" / "news.db"),
+    ]:
+        index = open_index(url, spider="news")
+        await index.add(Record(id="r", fingerprint=1))
+        await index.close()
+        assert expected.is_file()
+
+
+def test_an_unknown_url_scheme_is_refused():
+    with pytest.raises(ValueError, match="SIMHASH_INDEX_URL must start with sqlite://"):
+        open_index("mongodb://localhost/index")
