@@ -17,7 +17,8 @@ settings:
 Sampled layouts take the smallest d that loses at most 0.001 recall against no distance filter; block
 layouts take their guaranteed distance. Per (T, target recall) the table keeps the layout with the
 highest recall within the candidate budget among those reaching the target (ties: fewer tables, then
-fewer probes), else the one reaching the target with the fewest candidates, else the best recall.
+fewer probes), else the one reaching the target with the fewest candidates, else the highest recall
+(the target comes before the budget).
 
     python benchmarks/calibrate.py [--corpus PATH] [--out scrapy_simhash/calibration_table.json]
 """
@@ -209,8 +210,8 @@ def choose(options: list[Measured], threshold: float, target: float) -> tuple[Me
         return best, True, True
     if reach:
         return min(reach, key=lambda m: (m.candidate_fraction, m.layout.tables)), True, False
-    within = [m for m in options if m.candidate_fraction <= CANDIDATE_BUDGET]
-    return max(within or options, key=lambda m: m.recall_for(threshold)), False, bool(within)
+    best = max(options, key=lambda m: (round(m.recall_for(threshold), 4), -m.candidate_fraction))
+    return best, False, best.candidate_fraction <= CANDIDATE_BUDGET
 
 
 def main() -> None:

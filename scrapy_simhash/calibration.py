@@ -6,8 +6,8 @@ accept. :func:`calibrate` reads the committed table ``calibration_table.json``, 
 documents by ``benchmarks/calibrate.py``: for each Jaccard threshold and target recall, the layout
 (pigeonhole blocks or sampled-bit tables) and maximum distance with the highest measured recall whose
 random candidate rate stays within the budget (0.5% of the indexed records per lookup); when no layout
-within the budget reaches the target, the one that reaches it with the fewest candidates. Pure and
-fast: no corpus is read at crawl time.
+within the budget reaches the target, the one that reaches it with the fewest candidates; when none
+reaches it at all, the one with the highest recall. Pure and fast: no corpus is read at crawl time.
 """
 
 from __future__ import annotations
