@@ -120,6 +120,31 @@ async def test_a_slow_redis_delays_items_but_loses_none(pipeline, throwaway_redi
     assert stats["simhash/index_errors"] == 0 and stats["simhash/unique"] == 4
 
 
+async def test_a_call_that_timed_out_but_ran_does_not_make_the_item_its_own_duplicate(
+    throwaway_redis, tmp_path, pages
+) -> None:
+    """DEBUG SLEEP longer than the socket timeout: the client gives up, the server still runs the
+    call afterwards, and the retry finds the record that call stored. That record is this item: it
+    must be kept, and only a later crawl of the same page is a duplicate."""
+    url = throwaway_redis.url + "?socket_timeout=0.2"
+    settings = fault_settings(throwaway_redis, tmp_path, SIMHASH_INDEX_URL=url, SIMHASH_INDEX_RETRIES=6,
+                              SIMHASH_INDEX_RETRY_DELAY=0.2)
+    pipeline = await open_pipeline(settings)
+    try:
+        await feed_all(pipeline, pages[:2])
+        with throwaway_redis.client() as admin:
+            stall = asyncio.ensure_future(asyncio.to_thread(admin.execute_command, "DEBUG SLEEP", 0.6))
+            await asyncio.sleep(0.05)
+            assert await feed_all(pipeline, [pages[2]]) == [True]
+            await stall
+        assert await feed_all(pipeline, [pages[2]]) == [False]  # the page crawled again
+        stats = simhash_stats(pipeline)
+        assert stats["simhash/index_errors"] >= 1
+        assert stats["simhash/unique"] == 3 and stats["simhash/duplicates"] == 1
+    finally:
+        await pipeline.close_spider()
+
+
 async def test_a_pause_longer_than_the_socket_timeout_is_retried(throwaway_redis, tmp_path, pages) -> None:
     """CLIENT PAUSE outlasting the client's socket timeout: attempts time out, a later one succeeds."""
     url = throwaway_redis.url + "?socket_timeout=0.2"
