@@ -154,6 +154,33 @@ async def test_check_and_add_adds_only_when_nothing_is_near(make_index):
     assert await index.count() == 2
 
 
+async def test_a_retried_check_and_add_finds_its_own_write_added_not_a_duplicate(make_index):
+    """A retry after a lost reply sends the same Record again: the record its first attempt stored is
+    this item, not a candidate; a new Record of the same page (a recrawl) is still a duplicate."""
+    index = make_index()
+    rng = random.Random(15)
+    page = _record(rng, "page")
+    assert await index.check_and_add(page, 3) == []
+    near = _record(rng, "near", _near(rng, page.fingerprint, 2))
+    assert [c.record_id for c in await index.check_and_add(near, 3)] == ["page"]
+    assert await index.check_and_add(page, 3) == []  # the retry
+    assert await index.count() == 1
+    recrawl = _record(rng, "page", page.fingerprint)
+    [found] = await index.check_and_add(recrawl, 3)
+    assert (found.record_id, found.distance) == ("page", 0)
+
+
+async def test_a_retried_exact_check_and_add_finds_its_own_write_added(make_index):
+    index = make_index()
+    rng = random.Random(16)
+    short = _record(rng, "short")
+    assert await index.check_and_add_exact(short, "d1") is None
+    assert await index.check_and_add_exact(short, "d1") is None  # the retry
+    assert await index.check_and_add_exact(_record(rng, "short"), "d1") == "short"  # a recrawl
+    assert await index.check_and_add_exact(_record(rng, "other"), "d1") == "short"
+    assert await index.count() == 1
+
+
 async def test_adding_an_existing_id_replaces_its_band_entries(make_index):
     index = make_index()
     rng = random.Random(4)
@@ -333,6 +360,21 @@ async def test_sqlite_urls_name_relative_and_absolute_files_per_spider(tmp_path,
         await index.add(Record(id="r", fingerprint=1))
         await index.close()
         assert expected.is_file()
+
+
+async def test_an_sqlite_file_made_before_write_ids_gains_the_column(tmp_path):
+    path = tmp_path / "old.db"
+    index = open_index(f"sqlite:///{path}")
+    await index.add(Record(id="old", fingerprint=1))
+    await index.close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE records DROP COLUMN write_id")
+    db.close()
+    index = open_index(f"sqlite:///{path}")
+    retried = Record(id="new", fingerprint=0xFFFF_FFFF_0000_0000)
+    assert await index.check_and_add(retried, 3) == [] and await index.check_and_add(retried, 3) == []
+    assert [c.record_id for c in await index.candidates(1, 0)] == ["old"]
+    await index.close()
 
 
 def test_an_unknown_url_scheme_is_refused():

@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+import redis
 
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.layout import BlockLayout, SampledLayout
@@ -94,4 +95,42 @@ async def test_an_unsendable_id_fails_its_own_call_not_its_batch(redis_server_ur
     )
     assert isinstance(results[-1], UnicodeEncodeError) and results[:-1] == [None] * len(good)
     assert await index.count() == len(good)
+    await index.close()
+
+
+async def _stalled_call(server, call, timeout: float):
+    """Run ``call`` while the server sleeps past the client's socket timeout; the attempt times out
+    on the client but stays queued on the server, which runs it when it wakes."""
+    with server.client() as admin:
+        stall = asyncio.ensure_future(asyncio.to_thread(admin.execute_command, "DEBUG SLEEP", 3 * timeout))
+        await asyncio.sleep(timeout / 4)
+        with pytest.raises(redis.exceptions.TimeoutError):
+            await call()
+        await stall
+
+
+async def _stored(index, record_id: str) -> bool:
+    for _ in range(100):  # the server runs the orphaned call right after its sleep
+        if await index.get(record_id) is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_a_call_whose_reply_was_lost_is_not_its_own_duplicate_when_retried(throwaway_redis):
+    timeout = 0.2
+    index = open_index(throwaway_redis.url + f"?socket_timeout={timeout}", spider="s")
+    earlier, page, short = _records(3, seed=5)
+    for record in (earlier, short):  # layout checked and scripts loaded before the stall
+        await index.check_and_add_exact(record, "earlier")
+    assert await index.get(short.id) is None and await index.candidates(page.fingerprint, 3) == []
+    await _stalled_call(throwaway_redis, lambda: index.check_and_add(page, 3), timeout)
+    assert await _stored(index, page.id)  # the attempt did run
+    assert await index.check_and_add(page, 3) == []  # the retry: added, not a duplicate of itself
+    await _stalled_call(throwaway_redis, lambda: index.check_and_add_exact(short, "digest"), timeout)
+    assert await _stored(index, short.id)
+    assert await index.check_and_add_exact(short, "digest") is None
+    assert await index.count() == 3
+    recrawl = Record(id=page.id, fingerprint=page.fingerprint, url=page.url)
+    assert [c.record_id for c in await index.check_and_add(recrawl, 3)] == [page.id]
     await index.close()

@@ -5,6 +5,7 @@ Backends are chosen by URL in :func:`scrapy_simhash.index.open_index`; the pipel
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -17,12 +18,18 @@ def _no_shingles() -> np.ndarray:
     return np.empty(0, dtype=np.uint32)
 
 
+def _new_write_id() -> bytes:
+    return os.urandom(8)
+
+
 @dataclass
 class Record:
     """A canonical record: what the index keeps of a page instead of its text.
 
     ``shingles`` holds the sorted distinct 32-bit shingle hashes that Jaccard verification needs.
     ``urls`` lists every source URL merged into this record (filled when read back).
+    ``write_id`` is random per Record object and stored with it: a retried call (same object) whose
+    earlier attempt ran on the server although its reply was lost recognises its own write by it.
     """
 
     id: str
@@ -32,6 +39,7 @@ class Record:
     retention: str = "default"
     shingles: np.ndarray = field(default_factory=_no_shingles)
     urls: tuple[str, ...] = ()
+    write_id: bytes = field(default_factory=_new_write_id)
 
 
 class Candidate(NamedTuple):
@@ -59,7 +67,12 @@ class Index(ABC):
 
     @abstractmethod
     async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
-        """Atomically: return the candidates within ``max_distance``, or add ``record`` if there are none."""
+        """Atomically: return the candidates within ``max_distance``, or add ``record`` if there are none.
+
+        Idempotent under retry: when ``record`` (the same object, same ``write_id``) is already stored,
+        an earlier attempt of this call added it, and the answer is again ``[]``, not the record
+        itself. A new Record of the same page (a recrawl) has another ``write_id`` and finds it.
+        """
 
     @abstractmethod
     async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
@@ -68,7 +81,7 @@ class Index(ABC):
     @abstractmethod
     async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
         """Exact-match index for short texts: the canonical id already holding ``digest``, or None
-        after storing ``record`` (not banded) under it. Atomic like :meth:`check_and_add`."""
+        after storing ``record`` (not banded) under it. Atomic and idempotent like :meth:`check_and_add`."""
 
     @abstractmethod
     async def get(self, record_id: str) -> Record | None: ...

@@ -112,7 +112,8 @@ local function band(id, id_json, fpb, members, unseen)
 end
 
 -- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
--- expires); a replaced record leaves its old buckets or digest, keeps its URLs and earliest first-seen.
+-- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
+-- earliest first-seen.
 local function store(r, digest, members, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
@@ -127,10 +128,12 @@ local function store(r, digest, members, unseen)
         redis.call('INCR', COUNT)
     end
     if digest then
-        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls, 'd', digest)
+        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls, 'w', r.write_id,
+                   'd', digest)
         redis.call('HSET', EXACT, digest, r.id)
     else
-        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls)
+        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
+                   'w', r.write_id)
         band(r.id, r.id_json, r.fpb, members, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
@@ -138,7 +141,14 @@ end
 
 local function read_record(at)
     return {id = ARGV[at], id_json = ARGV[at + 1], fpb = ARGV[at + 2], first_seen = ARGV[at + 3],
-            retention = ARGV[at + 4], blob = ARGV[at + 5], urls = ARGV[at + 6], expires = ARGV[at + 7]}
+            retention = ARGV[at + 4], blob = ARGV[at + 5], urls = ARGV[at + 6], expires = ARGV[at + 7],
+            write_id = ARGV[at + 8]}
+end
+
+-- Whether the record at ARGV ``at`` is stored with its own write id: an earlier attempt of this
+-- very call (its reply lost, the call retried) stored it, so this call's answer is "added".
+local function stored_by_this_call(at)
+    return redis.call('HGET', record_key(ARGV[at]), 'w') == ARGV[at + 8]
 end
 
 local function erase(id)
@@ -158,6 +168,7 @@ end
 -- buckets first. Returns flat (id, fingerprint, distance, blob)*.
 local function check_add()
     local mode, maxd, fpb, probes = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+    if mode == 'ca' and stored_by_this_call(6) then return {} end
     local n = #probes / 10
     local found, out, residuals, respos = {}, {}, {}, nil
     local pos = 1
@@ -202,9 +213,11 @@ local function check_add()
     return out
 end
 
--- ARGV: prefix, digest, record. The id already holding the digest, or nil after storing the record.
+-- ARGV: prefix, digest, record. The id already holding the digest, or nil after storing the record
+-- (or after finding it stored by an earlier attempt of this call).
 local function check_add_exact()
     local holder = redis.call('HGET', EXACT, ARGV[2])
+    if holder == ARGV[3] and stored_by_this_call(3) then return false end
     if holder then return holder end
     store(read_record(3), ARGV[2], nil, false)
     return false

@@ -169,6 +169,7 @@ class RedisIndex(Index):
             encode_hashes(record.shingles),
             json.dumps(urls, ensure_ascii=False),
             "" if expires is None else repr(expires),
+            record.write_id,
         ]
 
     async def _check_add(

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS records (
     retention TEXT NOT NULL,
     expires REAL,
     digest TEXT UNIQUE,
-    shingles BLOB NOT NULL
+    shingles BLOB NOT NULL,
+    write_id BLOB
 );
 CREATE INDEX IF NOT EXISTS records_expires ON records (expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS urls (rid INTEGER NOT NULL, url TEXT NOT NULL, PRIMARY KEY (rid, url));
@@ -77,6 +78,8 @@ class SQLiteIndex(Index):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(_SCHEMA)
+        if "write_id" not in {column for _, column, *_ in db.execute("PRAGMA table_info(records)")}:
+            db.execute("ALTER TABLE records ADD COLUMN write_id BLOB")  # a file made before write ids
         self._db = db
         with self._transaction():
             row = db.execute("SELECT value FROM meta WHERE name = 'layout'").fetchone()
@@ -165,7 +168,12 @@ class SQLiteIndex(Index):
             self._store(record, digest=None, banded=True)
 
     def _check_and_add_sync(self, record: Record, max_distance: int) -> list[Candidate]:
-        with self._transaction():
+        with self._transaction() as db:
+            # Stored with this very write id: an earlier attempt of this call added it (retry).
+            if db.execute(
+                "SELECT 1 FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id)
+            ).fetchone():
+                return []
             found = self._candidates_sync(record.fingerprint, max_distance)
             if not found:
                 self._store(record, digest=None, banded=True)
@@ -173,11 +181,12 @@ class SQLiteIndex(Index):
 
     def _check_and_add_exact_sync(self, record: Record, digest: str) -> str | None:
         with self._transaction() as db:
-            row = db.execute("SELECT id FROM records WHERE digest = ?", (digest,)).fetchone()
-            if row is not None:
-                return row[0]
-            self._store(record, digest=digest, banded=False)
-            return None
+            row = db.execute("SELECT id, write_id FROM records WHERE digest = ?", (digest,)).fetchone()
+            if row is None:
+                self._store(record, digest=digest, banded=False)
+                return None
+            holder, write_id = row
+            return None if (holder, write_id) == (record.id, record.write_id) else holder
 
     def _candidates_sync(self, fingerprint: int, max_distance: int) -> list[Candidate]:
         assert self._db is not None
@@ -207,16 +216,25 @@ class SQLiteIndex(Index):
         old = db.execute("SELECT rid, fingerprint, first_seen FROM records WHERE id = ?", (record.id,)).fetchone()
         if old is None:
             rid = db.execute(
-                "INSERT INTO records (id, fingerprint, first_seen, retention, expires, digest, shingles)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.id, to_signed(record.fingerprint), record.first_seen, record.retention, expires, digest, blob),
+                "INSERT INTO records (id, fingerprint, first_seen, retention, expires, digest, shingles, write_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    to_signed(record.fingerprint),
+                    record.first_seen,
+                    record.retention,
+                    expires,
+                    digest,
+                    blob,
+                    record.write_id,
+                ),
             ).lastrowid
         else:
             rid, old_fingerprint, old_first_seen = old
             self._unband(rid, to_unsigned(old_fingerprint))
             db.execute(
                 "UPDATE records SET fingerprint = ?, first_seen = ?, retention = ?, expires = ?, digest = ?,"
-                " shingles = ? WHERE rid = ?",
+                " shingles = ?, write_id = ? WHERE rid = ?",
                 (
                     to_signed(record.fingerprint),
                     min(old_first_seen, record.first_seen),
@@ -224,6 +242,7 @@ class SQLiteIndex(Index):
                     expires,
                     digest,
                     blob,
+                    record.write_id,
                     rid,
                 ),
             )
