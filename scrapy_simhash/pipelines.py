@@ -242,9 +242,8 @@ class SimhashPipeline:
         self.stats.inc_value("simhash/fingerprinted")
         record = self._record(page, signature.fingerprint, signature.shingles)
         assert self.index is not None
+        # Retries pass the same record: the index recognises a write its own timed-out attempt made.
         candidates = await self.index.call("check_and_add", record, self.max_distance)
-        if any(c.record_id == record.id for c in candidates) and await self._stored_by_this_call(record):
-            candidates = [c for c in candidates if c.record_id != record.id]
         rule = self._rule(boilerplate.version)
         for candidate in candidates:
             self.stats.inc_value("simhash/candidates_checked")
@@ -269,7 +268,7 @@ class SimhashPipeline:
         record = self._record(page, signature.fingerprint, signature.shingles)
         assert self.index is not None
         canonical_id = await self.index.call("check_and_add_exact", record, exact_digest(page.text))
-        if canonical_id is None or (canonical_id == record.id and await self._stored_by_this_call(record)):
+        if canonical_id is None:
             self.stats.inc_value("simhash/unique")
             return None
         self.stats.inc_value("simhash/exact_matches")
@@ -277,17 +276,6 @@ class SimhashPipeline:
         match = Match(canonical_id, record.fingerprint, record.fingerprint, 0, 1.0)
         await self._merge(page, match, self._rule(NO_BOILERPLATE.version))
         return match
-
-    async def _stored_by_this_call(self, record: Record) -> bool:
-        """Whether the index holds ``record`` as an earlier attempt of this very call stored it.
-
-        An index call that timed out on the client may still have run on the server; its retry then
-        finds the record that attempt inserted (same id, same first-seen): this item, not a duplicate
-        of it. A recrawled page has the same id but an earlier first-seen, and stays a duplicate.
-        """
-        assert self.index is not None
-        stored = await self.index.call("get", record.id)
-        return stored is not None and stored.first_seen == record.first_seen
 
     def _record(self, page: Page, fingerprint: int, shingles: np.ndarray) -> Record:
         return Record(
