@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 
 from pipeline_harness import feed, feed_judged, open_pipeline, simhash_stats
 from redis_servers import RedisServer
@@ -58,6 +59,19 @@ async def feed_all(pipeline, items) -> list[bool]:
     return [await feed_judged(pipeline, item) for item in items]
 
 
+async def debug_sleep(server: RedisServer, admin, seconds: float) -> asyncio.Future:
+    """Start ``DEBUG SLEEP`` and return once the server has stopped answering (the stall is on)."""
+    stall = asyncio.ensure_future(asyncio.to_thread(admin.execute_command, "DEBUG SLEEP", seconds))
+    with server.client(socket_timeout=0.02) as probe:
+        for _ in range(100):
+            try:
+                probe.ping()
+            except redis.TimeoutError:
+                return stall
+            await asyncio.sleep(0.005)
+    raise AssertionError("DEBUG SLEEP did not stall the server")
+
+
 async def test_redis_killed_and_restarted_mid_crawl(pipeline, throwaway_redis, pages) -> None:
     first, during, after = pages[:10], pages[10:20], pages[20:30]
     assert await feed_all(pipeline, first + [copy_of(first[0])]) == [True] * 10 + [False]
@@ -73,16 +87,22 @@ async def test_redis_killed_and_restarted_mid_crawl(pipeline, throwaway_redis, p
     assert simhash_stats(pipeline)["simhash/unchecked"] == 10
 
 
-async def test_a_restart_within_the_retry_budget_costs_no_item(pipeline, throwaway_redis, pages) -> None:
-    await feed_all(pipeline, pages[:2])
-    throwaway_redis.kill()
-    pending = asyncio.ensure_future(feed(pipeline, pages[2]))
-    await asyncio.sleep(DELAY / 2)  # the first attempt has failed, the item is backing off
-    await asyncio.to_thread(throwaway_redis.start)
-    assert await pending
-    stats = simhash_stats(pipeline)
-    assert stats["simhash/index_errors"] >= 1
-    assert stats["simhash/unchecked"] == 0 and stats["simhash/unique"] == 3
+async def test_a_restart_within_the_retry_budget_costs_no_item(throwaway_redis, tmp_path, pages) -> None:
+    # 6 retries from 0.1 s: about 5 s of budget, far more than a restart takes even on a loaded machine.
+    settings = fault_settings(throwaway_redis, tmp_path, SIMHASH_INDEX_RETRIES=6, SIMHASH_INDEX_RETRY_DELAY=0.1)
+    pipeline = await open_pipeline(settings)
+    try:
+        await feed_all(pipeline, pages[:2])
+        throwaway_redis.kill()
+        pending = asyncio.ensure_future(feed(pipeline, pages[2]))
+        await asyncio.sleep(0.05)  # the first attempt has failed, the item is backing off
+        await asyncio.to_thread(throwaway_redis.start)
+        assert await pending
+        stats = simhash_stats(pipeline)
+        assert stats["simhash/index_errors"] >= 1
+        assert stats["simhash/unchecked"] == 0 and stats["simhash/unique"] == 3
+    finally:
+        await pipeline.close_spider()
 
 
 async def test_a_flushed_script_cache_is_reloaded_transparently(pipeline, throwaway_redis, pages) -> None:
@@ -112,8 +132,7 @@ async def test_a_slow_redis_delays_items_but_loses_none(pipeline, throwaway_redi
     """DEBUG SLEEP shorter than the socket timeout: the item waits for the answer, nothing fails."""
     await feed_all(pipeline, pages[:3])
     with throwaway_redis.client() as admin:
-        stall = asyncio.ensure_future(asyncio.to_thread(admin.execute_command, "DEBUG SLEEP", 0.5))
-        await asyncio.sleep(0.1)
+        stall = await debug_sleep(throwaway_redis, admin, 0.5)
         assert await feed_all(pipeline, [pages[3], copy_of(pages[0])]) == [True, False]
         await stall
     stats = simhash_stats(pipeline)
@@ -133,8 +152,7 @@ async def test_a_call_that_timed_out_but_ran_does_not_make_the_item_its_own_dupl
     try:
         await feed_all(pipeline, pages[:2])
         with throwaway_redis.client() as admin:
-            stall = asyncio.ensure_future(asyncio.to_thread(admin.execute_command, "DEBUG SLEEP", 0.6))
-            await asyncio.sleep(0.05)
+            stall = await debug_sleep(throwaway_redis, admin, 0.6)
             assert await feed_all(pipeline, [pages[2]]) == [True]
             await stall
         assert await feed_all(pipeline, [pages[2]]) == [False]  # the page crawled again
