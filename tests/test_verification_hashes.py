@@ -1,0 +1,24 @@
+"""The record's verification hashes: the sorted distinct low 32 bits of its shingle hashes."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scrapy_simhash.pipelines import verification_hashes
+
+hash_arrays = st.lists(st.integers(0, 2**64 - 1), max_size=300).map(lambda v: np.unique(np.array(v, dtype=np.uint64)))
+
+
+@given(hash_arrays)
+def test_matches_numpy_unique_of_the_low_32_bits(shingles: np.ndarray) -> None:
+    got = verification_hashes(shingles)
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(got, np.unique(shingles.astype(np.uint32)))
+
+
+def test_colliding_low_bits_are_kept_once() -> None:
+    # Distinct 64-bit hashes whose low 32 bits collide, in an order where the low bits are unsorted.
+    shingles = np.array([5, 2**32 + 3, 2**33 + 5, 2**34 + 3, 2**35 + 1], dtype=np.uint64)
+    np.testing.assert_array_equal(verification_hashes(shingles), np.array([1, 3, 5], dtype=np.uint32))
