@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -21,6 +23,26 @@ def test_hashes_round_trip(hashes):
 def test_sorted_random_hashes_compress_below_four_bytes_each():
     hashes = np.unique(np.random.default_rng(0).integers(0, 2**32, 2000, dtype=np.uint64)).astype(np.uint32)
     assert len(encode_hashes(hashes)) < 3.5 * len(hashes)
+
+
+def test_edge_sets_round_trip():
+    for hashes in ([], [0], [2**32 - 1], [0, 2**32 - 1], range(0, 2**32, 2**20), range(70_000)):
+        values = np.array(hashes, dtype=np.uint32)
+        assert np.array_equal(decode_hashes(encode_hashes(values)), values)
+
+
+def test_blobs_of_the_earlier_byte_plane_format_are_still_read():
+    """Indexes written before the Elias-Fano format hold blobs of deltas as byte planes, high ones zlib'ed."""
+    hashes = np.unique(np.random.default_rng(1).integers(0, 2**32, 500, dtype=np.uint64)).astype(np.uint32)
+    planes = np.diff(hashes, prepend=np.uint32(0)).astype(">u4").view(np.uint8).reshape(-1, 4).T
+    blob = len(hashes).to_bytes(4, "big") + planes[2:].tobytes() + zlib.compress(planes[:2].tobytes())
+    assert np.array_equal(decode_hashes(blob), hashes)
+
+
+@pytest.mark.parametrize("junk", [b"", b"\x01", b"\x01" + b"\xff" * 40, b"\x01\x00\x00\x00\x09" + bytes(40), b"\x80pickle"])
+def test_bytes_that_are_not_a_blob_are_refused(junk):
+    with pytest.raises(ValueError, match="not a verification blob"):
+        decode_hashes(junk)
 
 
 @pytest.mark.parametrize(
