@@ -16,14 +16,6 @@ local function record_key(id)
     return P .. ':r:' .. id
 end
 
-local function popcount(x)
-    x = x - band(rshift(x, 1), 0x55555555)
-    x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-    x = band(x + rshift(x, 4), 0x0F0F0F0F)
-    x = x + rshift(x, 8)
-    return band(x + rshift(x, 16), 0x3F)
-end
-
 -- The bucket key and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the same
 -- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
 local function split(fpb, t, keypos, respos)
@@ -96,7 +88,7 @@ end
 -- Insert buckets are KEYS[1..TABLES] with their residual members in ``members``; ``id_json`` is
 -- the JSON list of the id alone, the fingerprint map's value in the common (unshared) case;
 -- ``unseen``: a lookup just found nothing at distance 0, so the map has no entry to read.
-local function band(id, id_json, fpb, members, unseen)
+local function enband(id, id_json, fpb, members, unseen)
     local raw = not unseen and redis.call('HGET', FPS, fpb)
     if not raw then
         redis.call('HSET', FPS, fpb, id_json)
@@ -134,7 +126,7 @@ local function store(r, digest, members, unseen)
     else
         redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
                    'w', r.write_id)
-        band(r.id, r.id_json, r.fpb, members, unseen)
+        enband(r.id, r.id_json, r.fpb, members, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
@@ -184,15 +176,20 @@ local function check_add()
             for i = 1, #members do
                 local v = tonumber(members[i])
                 local hi = floor(v / TWO26)
-                local xlo = bxor(v - hi * TWO26, qlo)
-                local d = base + popcount(xlo)
+                local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
+                -- The popcount of both halves at once, inline (a Lua function call per member cost
+                -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
+                -- the halves add without overflow, then the fields are summed into bytes.
+                local a = xlo - band(rshift(xlo, 1), 0x55555555)
+                local b = xhi - band(rshift(xhi, 1), 0x55555555)
+                a = band(a, 0x33333333) + band(rshift(a, 2), 0x33333333)
+                    + band(b, 0x33333333) + band(rshift(b, 2), 0x33333333)
+                a = band(a, 0x0F0F0F0F) + band(rshift(a, 4), 0x0F0F0F0F)
+                a = a + rshift(a, 8)
+                local d = base + band(a + rshift(a, 16), 0xFF)
                 if d <= maxd then
-                    local xhi = bxor(hi, qhi)
-                    d = d + popcount(xhi)
-                    if d <= maxd then
-                        respos = respos or select(2, layout())
-                        found[rebuild(fpb, t, flip, xhi * TWO26 + xlo, respos)] = d
-                    end
+                    respos = respos or select(2, layout())
+                    found[rebuild(fpb, t, flip, xhi * TWO26 + xlo, respos)] = d
                 end
             end
         end
