@@ -2,8 +2,8 @@
 
 On the shared corpus: bytes and encode/decode time of the stored blob (sorted distinct uint32
 shingle hashes, Elias-Fano coded, ``scrapy_simhash.index.codec``) against raw uint32 and raw uint64
-arrays and the earlier delta + byte-plane + zlib encoding (the baselines, timed in the same run), and, over every pair of pages sharing a ``page`` name across releases, the difference
-between Jaccard on the 64-bit hashes and on the 32-bit hashes the index stores.
+arrays and the earlier delta + byte-plane + zlib encoding (the baselines, timed in the same run),
+and, over every pair of pages sharing a ``page`` name across releases, the difference between Jaccard on the 64-bit hashes and on the 32-bit hashes the index stores.
 
     python benchmarks/record_store.py [--corpus /work/shared/corpus-scrapy-docs.jsonl]
 """
@@ -65,7 +65,8 @@ def main() -> None:
           f"raw uint32 {4 * hashes / len(docs):,.0f} "
           f"B/page (ratio {stored / (4 * hashes):.2f}), raw uint64 {8 * hashes / len(docs):,.0f} B/page "
           f"(ratio {stored / (8 * hashes):.2f}); encode {encode_us:.0f} us, decode {decode_us:.0f} us per page")
-    print(f"earlier byte planes + zlib: {sum(map(len, earlier)) / hashes:.2f} B/hash, encode {earlier_encode_us:.0f} us "
+    print(f"earlier byte planes + zlib: {sum(map(len, earlier)) / hashes:.2f} B/hash, "
+          f"encode {earlier_encode_us:.0f} us "
           f"(ours: {encode_us / earlier_encode_us:.2f} of it), decode {earlier_decode_us:.0f} us (ours: "
           f"{decode_us / earlier_decode_us:.2f} of it); raw uint32 bytes {raw_us:.1f} us")
 

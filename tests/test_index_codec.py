@@ -39,7 +39,9 @@ def test_blobs_of_the_earlier_byte_plane_format_are_still_read():
     assert np.array_equal(decode_hashes(blob), hashes)
 
 
-@pytest.mark.parametrize("junk", [b"", b"\x01", b"\x01" + b"\xff" * 40, b"\x01\x00\x00\x00\x09" + bytes(40), b"\x80pickle"])
+@pytest.mark.parametrize(
+    "junk", [b"", b"\x01", b"\x01" + b"\xff" * 40, b"\x01\x00\x00\x00\x09" + bytes(40), b"\x80pickle"]
+)
 def test_bytes_that_are_not_a_blob_are_refused(junk):
     with pytest.raises(ValueError, match="not a verification blob"):
         decode_hashes(junk)
