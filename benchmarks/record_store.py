@@ -3,7 +3,8 @@
 On the shared corpus: bytes and encode/decode time of the stored blob (sorted distinct uint32
 shingle hashes, Elias-Fano coded, ``scrapy_simhash.index.codec``) against raw uint32 and raw uint64
 arrays and the earlier delta + byte-plane + zlib encoding (the baselines, timed in the same run),
-and, over every pair of pages sharing a ``page`` name across releases, the difference between Jaccard on the 64-bit hashes and on the 32-bit hashes the index stores.
+and, over every pair of pages sharing a ``page`` name across releases, the difference between
+Jaccard on the 64-bit hashes and on the 32-bit hashes the index stores.
 
     python benchmarks/record_store.py [--corpus /work/shared/corpus-scrapy-docs.jsonl]
 """
