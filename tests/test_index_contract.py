@@ -114,7 +114,14 @@ async def test_records_round_trip_with_odd_ids(make_index):
 
 
 @pytest.mark.parametrize(
-    "layout", [BlockLayout(bands=4), BlockLayout(bands=2, multiprobe=True), SampledLayout(6, 16, seed=5)], ids=repr
+    "layout",
+    [
+        BlockLayout(bands=4),
+        BlockLayout(bands=2, multiprobe=True),
+        SampledLayout(6, 16, seed=5),
+        SampledLayout(6, 16, seed=5, multiprobe=True),
+    ],
+    ids=repr,
 )
 async def test_candidates_are_exactly_the_records_within_the_distance(make_index, layout):
     """Against brute force; for a sampled layout only what its buckets can find is asked for."""
@@ -127,17 +134,22 @@ async def test_candidates_are_exactly_the_records_within_the_distance(make_index
             fp = _near(rng, base, rng.randint(0, 6))
             stored[f"r{i}-{j}"] = fp
             await index.add(Record(id=f"r{i}-{j}", fingerprint=fp))
-    max_distance = max(layout.guaranteed_distance, 3)
+    max_distance = max(layout.guaranteed_distance, 6)
     for base in bases[:20]:
         query = _near(rng, base, rng.randint(0, 3))
         got = await index.candidates(query, max_distance)
+        probed = set(layout.probe_keys(query))
         expected = sorted(
             ((fp ^ query).bit_count(), rid)
             for rid, fp in stored.items()
-            if (fp ^ query).bit_count() <= min(max_distance, layout.guaranteed_distance)
+            if (fp ^ query).bit_count() <= max_distance and probed & set(layout.insert_keys(fp))
         )
-        assert [(c.distance, c.record_id) for c in got if c.distance <= layout.guaranteed_distance] == expected
-        assert all(c.distance <= max_distance and c.fingerprint == stored[c.record_id] for c in got)
+        assert [(c.distance, c.record_id) for c in got] == expected
+        assert all(c.fingerprint == stored[c.record_id] for c in got)
+        # within the guarantee, the buckets miss nothing
+        assert {rid for d, rid in expected if d <= layout.guaranteed_distance} == {
+            rid for rid, fp in stored.items() if (fp ^ query).bit_count() <= layout.guaranteed_distance
+        }
 
 
 async def test_check_and_add_adds_only_when_nothing_is_near(make_index):

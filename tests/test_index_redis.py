@@ -59,7 +59,13 @@ async def test_every_key_is_under_the_prefix_and_its_hash_tag(throwaway_redis):
 
 @pytest.mark.parametrize(
     "layout",
-    [BlockLayout(bands=1), BlockLayout(bands=5), BlockLayout(bands=3, multiprobe=True), SampledLayout(6, 14, seed=9)],
+    [
+        BlockLayout(bands=1),
+        BlockLayout(bands=5),
+        BlockLayout(bands=3, multiprobe=True),
+        SampledLayout(6, 14, seed=9),
+        SampledLayout(6, 14, seed=9, multiprobe=True),
+    ],
     ids=repr,
 )
 async def test_the_script_unindexes_exactly_what_the_client_indexed(throwaway_redis, layout):

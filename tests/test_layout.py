@@ -87,6 +87,25 @@ def test_collision_probability_is_exact(layout):
         assert layout.collision_probability(distance) == pytest.approx(_brute_force_probability(layout, distance))
 
 
+def test_multiprobe_sampled_estimate_matches_brute_force():
+    """Multi-probe sampled odds have no exact form; the fixed-sample estimate must still be right."""
+    layout = SampledLayout(4, 5, seed=11, bits=12, multiprobe=True)
+    assert layout.guaranteed_distance >= 1
+    for distance in range(layout.bits + 1):
+        assert layout.collision_probability(distance) == pytest.approx(
+            _brute_force_probability(layout, distance), abs=0.01
+        )
+
+
+def test_multiprobe_reaches_pairs_plain_sampled_tables_miss():
+    plain = SampledLayout(12, 16, seed=0)
+    probed = SampledLayout(12, 16, seed=0, multiprobe=True)
+    assert plain.key_positions(3) == probed.key_positions(3)
+    assert len(probed.probe_keys(1234567)) == 12 + 12 * 16
+    for distance in (6, 12, 18):
+        assert probed.collision_probability(distance) > plain.collision_probability(distance)
+
+
 def test_sampled_layout_is_deterministic_and_probabilistic():
     a, b = SampledLayout(8, 16, seed=3), SampledLayout(8, 16, seed=3)
     assert [a.key_positions(t) for t in range(8)] == [b.key_positions(t) for t in range(8)]
@@ -102,6 +121,7 @@ def test_make_layout_derives_bands_from_the_distance():
     assert make_layout(5, multiprobe=True).guaranteed_distance == 5
     assert make_layout(3, bands=6).guaranteed_distance == 5
     assert isinstance(make_layout(10, kind="sampled", tables=8, bits_per_table=16), SampledLayout)
+    assert make_layout(10, kind="sampled", tables=8, bits_per_table=16, multiprobe=True).multiprobe
 
 
 @pytest.mark.parametrize(
