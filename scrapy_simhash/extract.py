@@ -19,9 +19,10 @@ from scrapy_simhash.fingerprint import tokens
 
 __all__ = ["BadFieldError", "Content", "exact_digest", "extract_text", "field_value", "host_of", "looks_like_html"]
 
-# An opening/self-closing tag, a comment or a doctype: enough to tell markup from prose that
-# merely mentions "a < b" or "<http://...>".
-_TAG = re.compile(r"<[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>|<!--|<!doctype\b", re.IGNORECASE)
+# An opening/self-closing tag, a comment or a doctype AT THE START of the value: what a selector's
+# ``.get()`` returns for an element. Prose that mentions "a < b", "<http://...>" or a tag in a code
+# sample (``<li>``, rst's ``:ref:`faq <faq>```) starts with text and stays text.
+_TAG = re.compile(r"\s*(?:<[a-zA-Z][\w:-]*(?:\s[^<>]*)?/?>|<!--|<!doctype\b)", re.IGNORECASE)
 
 
 # Ids, URLs and hosts end up whole in index keys and merge-log records; real URLs stay far below
@@ -39,7 +40,7 @@ class Content(NamedTuple):
 
 
 def looks_like_html(value: str) -> bool:
-    return _TAG.search(value) is not None
+    return _TAG.match(value) is not None
 
 
 def _number_text(name: str, value: int | float) -> str:

@@ -71,6 +71,14 @@ def test_prose_that_mentions_brackets_is_not_parsed_as_html() -> None:
     assert extract_text({"body_text": prose}, FIELDS).text == prose
 
 
+def test_text_that_quotes_tags_stays_text() -> None:
+    """Documentation and code samples mention tags mid-text; only a value that is markup is parsed."""
+    prose = "See :ref:`the FAQ <faq>` and wrap each entry in an <li> element, then close it with </li>."
+    assert extract_text({"body_text": prose}, FIELDS).text == prose
+    element = "\n  <div><p>An <b>element</b> from a selector</p></div>"
+    assert extract_text({"body_text": element}, FIELDS).text == "An element from a selector"
+
+
 def test_explicit_html_fields_override_detection() -> None:
     item = {"title": "<b>kept literally</b>", "body_text": "x &amp; y"}
     text = extract_text(item, FIELDS, html_fields=["body_text"]).text
