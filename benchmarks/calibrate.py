@@ -37,8 +37,8 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from scrapy_simhash.calibration import random_candidate_fraction
-from scrapy_simhash.evaluate import fresh_index, ground_truth, read_documents, stored_hashes
-from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.evaluate import fresh_index, ground_truth, read_documents
+from scrapy_simhash.fingerprint import Fingerprinter, verification_hashes
 from scrapy_simhash.index import Record
 from scrapy_simhash.index.codec import encode_hashes
 from scrapy_simhash.layout import BlockLayout, Layout, make_layout
@@ -145,7 +145,7 @@ def report_redis_bytes(url: str, layouts: dict[str, Layout], signatures: list) -
     blocks measured in the same run; plus the verification blob, the same for every layout."""
     rng = np.random.default_rng(1)
     fingerprints = rng.integers(1, 2**63, size=RANDOM_RECORDS, dtype=np.int64).astype(np.uint64)
-    blob = np.mean([len(encode_hashes(stored_hashes(s.shingles))) for s in signatures])
+    blob = np.mean([len(encode_hashes(verification_hashes(s.shingles))) for s in signatures])
     baseline_layout = BlockLayout(bits=BITS, bands=4)
     by_layout = {repr(baseline_layout): (baseline_layout, ["baseline: distance 3"])}
     for name, layout in layouts.items():

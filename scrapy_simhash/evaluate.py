@@ -29,7 +29,7 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from scrapy_simhash.calibration import random_candidate_fraction
-from scrapy_simhash.fingerprint import Signature, jaccard_hashes
+from scrapy_simhash.fingerprint import Signature, jaccard_hashes, verification_hashes
 from scrapy_simhash.index import Index, Record, open_index
 from scrapy_simhash.layout import Layout
 
@@ -187,11 +187,6 @@ class Row:
     ms_per_document: float  # lookup and insert
 
 
-def stored_hashes(shingles: np.ndarray) -> np.ndarray:
-    """The 32-bit verification hashes the pipeline stores for a record and verifies against."""
-    return np.unique(shingles.astype(np.uint32))
-
-
 async def run_index(
     configuration: Configuration, index: Index, documents: Sequence[Document], signatures: Sequence[Signature]
 ) -> IndexRun:
@@ -202,7 +197,7 @@ async def run_index(
     for j, (document, signature) in enumerate(zip(documents, signatures)):
         if signature.fingerprint == 0:  # empty content, as the pipeline skips it
             continue
-        hashes = stored_hashes(signature.shingles)
+        hashes = verification_hashes(signature.shingles)
         for found in await index.candidates(signature.fingerprint, configuration.max_distance):
             candidates[int(found.record_id), j] = (found.distance, jaccard_hashes(hashes, found.shingles))
         lookups += 1
@@ -275,7 +270,7 @@ async def run_pipeline_decisions(
         for j, signature in enumerate(signatures):
             if signature.fingerprint == 0:
                 continue
-            record = Record(id=str(j), fingerprint=signature.fingerprint, shingles=stored_hashes(signature.shingles))
+            record = Record(id=str(j), fingerprint=signature.fingerprint, shingles=verification_hashes(signature.shingles))
             candidates = await index.check_and_add(record, configuration.max_distance)
             if any(jaccard_hashes(record.shingles, c.shingles) >= threshold for c in candidates):
                 flagged.add(j)

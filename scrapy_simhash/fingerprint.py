@@ -27,6 +27,7 @@ __all__ = [
     "simhash",
     "token_count",
     "tokens",
+    "verification_hashes",
 ]
 
 WEIGHTINGS = ("frequency", "presence")
@@ -278,6 +279,19 @@ def hamming(a: int, b: int) -> int:
     if a < 0 or b < 0:
         raise ValueError(f"fingerprints are non-negative, got {a} and {b}")
     return (a ^ b).bit_count()
+
+
+def verification_hashes(shingles: np.ndarray) -> np.ndarray:
+    """The sorted distinct 32-bit hashes a record keeps for Jaccard: the low bits of its shingle hashes.
+
+    A sort and a neighbour comparison: ``np.unique`` took ~10x as long here (numpy 2 hashes, then sorts).
+    """
+    hashes = shingles.astype(np.uint32)
+    hashes.sort()
+    first = np.empty(len(hashes), dtype=bool)
+    first[:1] = True
+    np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+    return hashes[first]
 
 
 def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_simhash.pipelines import verification_hashes
+from scrapy_simhash.fingerprint import verification_hashes
 
 hash_arrays = st.lists(st.integers(0, 2**64 - 1), max_size=300).map(lambda v: np.unique(np.array(v, dtype=np.uint64)))
 
