@@ -187,6 +187,10 @@ class SimhashPipeline:
             return self._unchecked(item, str(exc))
         except MergeLogError as exc:
             return self._unchecked(item, str(exc))
+        except Exception:  # a bug of ours must not cost the user the item: pass it on, loudly
+            self.stats.inc_value("simhash/internal_errors")
+            logger.exception("Could not judge an item; passing it on unchecked", extra={"spider": self.crawler.spider})
+            return self._unchecked(item, "internal error (logged above)")
         if match is None:
             return item
         self.stats.inc_value("simhash/duplicates")

@@ -142,6 +142,24 @@ async def test_an_unreadable_item_is_passed_on_and_counted(tmp_path, caplog) -> 
     assert "body_text" in caplog.text and "str is not an item" in caplog.text
 
 
+async def test_a_failure_of_our_own_code_passes_the_item_on_logged(tmp_path, body, caplog) -> None:
+    """A bug in a stage must not cost the user the item: it goes on unchecked, counted, with a traceback."""
+    pipeline = await open_pipeline(settings(tmp_path))
+
+    def broken_signature(*args, **kwargs):
+        raise RuntimeError("a stage broke")
+
+    pipeline.fingerprinter.signature = broken_signature  # fault injection: no real input triggers a bug
+    try:
+        item = {"url": "https://a.example/p", "body_text": body}
+        assert await pipeline.process_item(item) is item
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/unchecked"] == stats["simhash/internal_errors"] == 1
+    assert "a stage broke" in caplog.text and "Traceback" in caplog.text
+
+
 async def test_unreachable_redis_with_pass_lets_items_through_counted(tmp_path, body) -> None:
     pipeline = await open_pipeline(
         settings(
