@@ -31,13 +31,15 @@ from scrapy_simhash.index.codec import to_signed
 from scrapy_simhash.layout import BlockLayout, Layout, SampledLayout
 
 SIZES = (10_000, 100_000, 1_000_000)
-# name -> (layout, max distance). "calibrated" is what SIMHASH_MAX_DISTANCE = "auto" chose at the
-# default Jaccard threshold when this was written (README "Quality and calibration").
+# name -> (layout, max distance). "auto" is what SIMHASH_MAX_DISTANCE = "auto" chooses at the default
+# Jaccard threshold (README "Quality and calibration"); 14 x 11 bits is what it chose before sampled
+# tables could multi-probe.
 LAYOUTS: dict[str, tuple[Layout, int]] = {
     "4 blocks": (BlockLayout(bands=4), 3),
     "2 blocks + multi-probe": (BlockLayout(bands=2, multiprobe=True), 3),
     "sampled 8 x 16 bits": (SampledLayout(8, 16, seed=1), 3),
-    "calibrated 14 x 11 bits": (SampledLayout(14, 11), 18),
+    "sampled 14 x 11 bits": (SampledLayout(14, 11), 18),
+    "auto: 16 x 16 bits + multi-probe": (SampledLayout(16, 16, multiprobe=True), 18),
 }
 
 
