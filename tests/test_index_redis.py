@@ -31,7 +31,7 @@ async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
     assert await index.check_and_add(first, 3) == []
     admin = throwaway_redis.client()
     admin.script_flush()
-    assert admin.script_exists(*[s.sha for s in index._scripts.values()]) == [False] * 5
+    assert admin.script_exists(index._script.sha) == [False]
     [candidate] = await index.check_and_add(second, 3)
     assert (candidate.record_id, candidate.distance) == (first.id, 2)
     assert await index.remove(first.id)
@@ -139,4 +139,28 @@ async def test_a_call_whose_reply_was_lost_is_not_its_own_duplicate_when_retried
     assert await index.count() == 3
     recrawl = Record(id=page.id, fingerprint=page.fingerprint, url=page.url)
     assert [c.record_id for c in await index.check_and_add(recrawl, 3)] == [page.id]
+    await index.close()
+
+
+async def test_calls_in_flight_share_one_script_call_and_fail_alone(throwaway_redis):
+    """Concurrent calls travel as one EVALSHA; a call that fails on the server fails alone."""
+    index = open_index(throwaway_redis.url, spider="s")
+    a, b, c = _records(3, seed=4)
+    await index.add(a)
+    await index.add(b)
+    admin = throwaway_redis.client()
+    admin.hset(f"simhash:{{s}}:r:{a.id}", "u", "not json")  # merging into ``a`` now fails in the script
+    admin.config_resetstat()
+    merged_a, merged_b, added_c = await asyncio.gather(
+        index.merge(a.id, "https://mirror.example/a", 1.0),
+        index.merge(b.id, "https://mirror.example/b", 1.0),
+        index.check_and_add(c, 3),
+        return_exceptions=True,
+    )
+    assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
+    assert isinstance(merged_a, redis.ResponseError) and "expected value" in str(merged_a).lower()
+    assert merged_b is None and added_c == []
+    assert (await index.get(b.id)).urls == (b.url, "https://mirror.example/b")
+    assert (await index.get(c.id)).fingerprint == c.fingerprint
+    admin.close()
     await index.close()

@@ -9,9 +9,10 @@ import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
+
+from scrapy_simhash.index.codec import decode_hashes
 
 
 def _no_shingles() -> np.ndarray:
@@ -42,13 +43,31 @@ class Record:
     write_id: bytes = field(default_factory=_new_write_id)
 
 
-class Candidate(NamedTuple):
-    """An indexed record within the asked distance of a fingerprint, with its verification data."""
+class Candidate:
+    """An indexed record within the asked distance of a fingerprint, with its verification data.
 
-    record_id: str
-    fingerprint: int
-    distance: int
-    shingles: np.ndarray
+    ``shingles`` is decoded from the stored blob on first use: the pipeline verifies candidates
+    nearest first and stops at the first match, so most blobs an index returns are never read.
+    """
+
+    __slots__ = ("record_id", "fingerprint", "distance", "_blob", "_shingles")
+
+    def __init__(self, record_id: str, fingerprint: int, distance: int, blob: bytes) -> None:
+        self.record_id = record_id
+        self.fingerprint = fingerprint
+        self.distance = distance
+        self._blob = blob
+        self._shingles: np.ndarray | None = None
+
+    @property
+    def shingles(self) -> np.ndarray:
+        """Sorted distinct 32-bit shingle hashes; ValueError when the stored blob is not one."""
+        if self._shingles is None:
+            self._shingles = decode_hashes(self._blob)
+        return self._shingles
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.record_id!r}, fingerprint={self.fingerprint:#018x}, distance={self.distance})"
 
 
 class Index(ABC):

@@ -1,7 +1,11 @@
--- scrapy-simhash band index: the server side. Python prepends ``layout()``, returning the layout's
--- tables (the 0-based fingerprint bit positions of each table's key and residual bits; built only
--- when needed, since a script's body runs on every call) and the table count TABLES, and appends one
--- entry point; every script shares these helpers. Key schema: README "The band index".
+-- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
+-- FLIP_TABLE and FLIP_POS, byte strings: multi-probe probe TABLES + j flips fingerprint bit
+-- FLIP_POS[j] in table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key and residual bit
+-- positions, built only when needed) and ``return batch()``. Key schema: README "The band index".
+--
+-- One script call carries a batch of calls (``batch`` below): ARGV[1] is the key prefix, then per call
+-- its entry point name, key count, argument count and arguments; KEYS are the calls' keys in order.
+-- Every entry point reads its own keys and arguments at offsets into KEYS and ARGV (no copies).
 --
 -- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes.
 -- Bucket members are residuals (< 2^53, exact as doubles), split into 26-bit halves for bit.bxor.
@@ -16,9 +20,17 @@ local function record_key(id)
     return P .. ':r:' .. id
 end
 
+-- The layout's key and residual bit positions, built once per script call when first needed.
+local KEYPOS, RESPOS
+local function positions()
+    if not KEYPOS then KEYPOS, RESPOS = layout() end
+    return KEYPOS, RESPOS
+end
+
 -- The bucket key and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the same
 -- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
-local function split(fpb, t, keypos, respos)
+local function split(fpb, t)
+    local keypos, respos = positions()
     local b = {string.byte(fpb, 1, 8)}
     local function at(pos)
         return band(rshift(b[8 - floor(pos / 8)], pos % 8), 1)
@@ -38,7 +50,8 @@ end
 
 -- The fingerprint bytes that differ from ``fpb`` at key position ``flip`` (-1: none) and at the
 -- residual bits of table ``t`` set in ``diff``.
-local function rebuild(fpb, t, flip, diff, respos)
+local function rebuild(fpb, t, flip, diff)
+    local respos = select(2, positions())
     local b = {string.byte(fpb, 1, 8)}
     local function toggle(pos)
         local i = 8 - floor(pos / 8)
@@ -78,21 +91,20 @@ local function unband(id, fpb)
         return
     end
     redis.call('HDEL', FPS, fpb)
-    local keypos, respos = layout()
     for t = 1, TABLES do
-        local bucket, member = split(fpb, t, keypos, respos)
+        local bucket, member = split(fpb, t)
         redis.call('SREM', bucket, member)
     end
 end
 
--- Insert buckets are KEYS[1..TABLES] with their residual members in ``members``; ``id_json`` is
--- the JSON list of the id alone, the fingerprint map's value in the common (unshared) case;
--- ``unseen``: a lookup just found nothing at distance 0, so the map has no entry to read.
-local function enband(id, id_json, fpb, members, unseen)
+-- Insert buckets are KEYS[k + 1 .. k + TABLES] with their residual members in ``members``;
+-- ``id_json`` is the JSON list of the id alone, the fingerprint map's value in the common
+-- (unshared) case; ``unseen``: a lookup just found nothing at distance 0, so the map has no entry.
+local function enband(id, id_json, fpb, k, members, unseen)
     local raw = not unseen and redis.call('HGET', FPS, fpb)
     if not raw then
         redis.call('HSET', FPS, fpb, id_json)
-        for t = 1, TABLES do redis.call('SADD', KEYS[t], members[t]) end
+        for t = 1, TABLES do redis.call('SADD', KEYS[k + t], members[t]) end
         return
     end
     local ids = cjson.decode(raw)
@@ -106,7 +118,7 @@ end
 -- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
 -- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
 -- earliest first-seen.
-local function store(r, digest, members, unseen)
+local function store(r, digest, k, members, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
     local first_seen, urls = r.first_seen, r.urls
@@ -126,11 +138,13 @@ local function store(r, digest, members, unseen)
     else
         redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
                    'w', r.write_id)
-        enband(r.id, r.id_json, r.fpb, members, unseen)
+        enband(r.id, r.id_json, r.fpb, k, members, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
 
+-- The record whose fields (id, id_json, fpb, first_seen, retention, blob, urls, expires, write_id)
+-- start at ARGV ``at``.
 local function read_record(at)
     return {id = ARGV[at], id_json = ARGV[at + 1], fpb = ARGV[at + 2], first_seen = ARGV[at + 3],
             retention = ARGV[at + 4], blob = ARGV[at + 5], urls = ARGV[at + 6], expires = ARGV[at + 7],
@@ -154,44 +168,44 @@ local function erase(id)
     return 1
 end
 
--- ARGV: prefix, mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes,
--- the probes packed as n x struct '>Bbd' (table, flipped key position or -1, query residual: a
--- double, exact below 2^53), then the record (not for 'c'). KEYS: the n probe buckets, insert
--- buckets first. Returns flat (id, fingerprint, distance, blob)*.
-local function check_add()
-    local mode, maxd, fpb, probes = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-    if mode == 'ca' and stored_by_this_call(6) then return {} end
-    local n = #probes / 10
-    local found, out, residuals, respos = {}, {}, {}, nil
-    local pos = 1
-    for p = 1, n do
-        local t, flip, q
-        t, flip, q, pos = struct.unpack('>Bbd', probes, pos)
-        residuals[p] = q
-        if mode ~= 'a' then
-            local base = flip >= 0 and 1 or 0
-            local qhi = floor(q / TWO26)
-            local qlo = q - qhi * TWO26
-            local members = redis.call('SMEMBERS', KEYS[p])
-            for i = 1, #members do
-                local v = tonumber(members[i])
-                local hi = floor(v / TWO26)
-                local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
-                -- The popcount of both halves at once, inline (a Lua function call per member cost
-                -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
-                -- the halves add without overflow, then the fields are summed into bytes.
-                local a = xlo - band(rshift(xlo, 1), 0x55555555)
-                local b = xhi - band(rshift(xhi, 1), 0x55555555)
-                a = band(a, 0x33333333) + band(rshift(a, 2), 0x33333333)
-                    + band(b, 0x33333333) + band(rshift(b, 2), 0x33333333)
-                a = band(a, 0x0F0F0F0F) + band(rshift(a, 4), 0x0F0F0F0F)
-                a = a + rshift(a, 8)
-                local d = base + band(a + rshift(a, 16), 0xFF)
-                if d <= maxd then
-                    respos = respos or select(2, layout())
-                    found[rebuild(fpb, t, flip, xhi * TWO26 + xlo, respos)] = d
-                end
-            end
+-- Each entry point gets ``k``, ``nk`` and ``a``: its keys are KEYS[k + 1 .. k + nk], its arguments
+-- ARGV[a + 1 ..].
+
+-- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, the
+-- query's residual in every table (TABLES big-endian doubles, exact below 2^53), then the record
+-- (not for 'c'). Keys: the probed buckets, every table's insert bucket first, then the multi-probe
+-- buckets in FLIP order. Returns flat (id, fingerprint, distance, blob)*.
+local function check_add(k, nk, a)
+    local mode, maxd, fpb, packed = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
+    if mode == 'ca' and stored_by_this_call(a + 5) then return {} end
+    local residuals = {}
+    for t = 1, TABLES do residuals[t] = struct.unpack('>d', packed, 8 * t - 7) end
+    local found, out = {}, {}
+    for p = 1, mode == 'a' and 0 or nk do
+        local t, flip = p, -1
+        if p > TABLES then
+            t, flip = string.byte(FLIP_TABLE, p - TABLES), string.byte(FLIP_POS, p - TABLES)
+        end
+        local q = residuals[t]
+        local base = flip >= 0 and 1 or 0
+        local qhi = floor(q / TWO26)
+        local qlo = q - qhi * TWO26
+        local members = redis.call('SMEMBERS', KEYS[k + p])
+        for i = 1, #members do
+            local v = tonumber(members[i])
+            local hi = floor(v / TWO26)
+            local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
+            -- The popcount of both halves at once, inline (a Lua function call per member cost
+            -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
+            -- the halves add without overflow, then the fields are summed into bytes.
+            local x = xlo - band(rshift(xlo, 1), 0x55555555)
+            local y = xhi - band(rshift(xhi, 1), 0x55555555)
+            x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+                + band(y, 0x33333333) + band(rshift(y, 2), 0x33333333)
+            x = band(x, 0x0F0F0F0F) + band(rshift(x, 4), 0x0F0F0F0F)
+            x = x + rshift(x, 8)
+            local d = base + band(x + rshift(x, 16), 0xFF)
+            if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
         end
     end
     for cand, d in pairs(found) do
@@ -205,45 +219,66 @@ local function check_add()
     if mode == 'a' or (mode == 'ca' and #out == 0) then
         local members = {}
         for t = 1, TABLES do members[t] = string.format('%.0f', residuals[t]) end
-        store(read_record(6), false, members, mode == 'ca')
+        store(read_record(a + 5), false, k, members, mode == 'ca')
     end
     return out
 end
 
--- ARGV: prefix, digest, record. The id already holding the digest, or nil after storing the record
+-- Arguments: digest, record. The id already holding the digest, or false after storing the record
 -- (or after finding it stored by an earlier attempt of this call).
-local function check_add_exact()
-    local holder = redis.call('HGET', EXACT, ARGV[2])
-    if holder == ARGV[3] and stored_by_this_call(3) then return false end
+local function check_add_exact(k, nk, a)
+    local digest = ARGV[a + 1]
+    local holder = redis.call('HGET', EXACT, digest)
+    if holder == ARGV[a + 2] and stored_by_this_call(a + 2) then return false end
     if holder then return holder end
-    store(read_record(3), ARGV[2], nil, false)
+    store(read_record(a + 2), digest, k, nil, false)
     return false
 end
 
--- ARGV: prefix, id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
-local function merge()
-    local key = record_key(ARGV[2])
+-- Arguments: id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
+local function merge(k, nk, a)
+    local id, url, first_seen, now, ttls = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    local key = record_key(id)
     local old = redis.call('HMGET', key, 't', 'u', 'c')
     if not old[1] then return 0 end
-    if tonumber(ARGV[4]) < tonumber(old[1]) then redis.call('HSET', key, 't', ARGV[4]) end
-    redis.call('HSET', key, 'u', cjson.encode(append_new(cjson.decode(old[2]), {ARGV[3]})))
-    local ttl = cjson.decode(ARGV[6])[old[3]]  -- nil: a class no longer configured keeps its expiry
+    if tonumber(first_seen) < tonumber(old[1]) then redis.call('HSET', key, 't', first_seen) end
+    redis.call('HSET', key, 'u', cjson.encode(append_new(cjson.decode(old[2]), {url})))
+    local ttl = cjson.decode(ttls)[old[3]]  -- nil: a class no longer configured keeps its expiry
     if ttl then
-        redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(ARGV[5]) + ttl), ARGV[2])
+        redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(now) + ttl), id)
     elseif ttl == false then
-        redis.call('ZREM', EXPIRY, ARGV[2])
+        redis.call('ZREM', EXPIRY, id)
     end
     return 1
 end
 
--- ARGV: prefix, id.
-local function remove()
-    return erase(ARGV[2])
+-- Arguments: id.
+local function remove(k, nk, a)
+    return erase(ARGV[a + 1])
 end
 
--- ARGV: prefix, now, limit. Erases up to ``limit`` expired records; returns how many.
-local function expire()
-    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+-- Arguments: now, limit. Erases up to ``limit`` expired records; returns how many.
+local function expire(k, nk, a)
+    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[a + 1], 'LIMIT', 0, tonumber(ARGV[a + 2]))
     for _, id in ipairs(due) do erase(id) end
     return #due
+end
+
+local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, merge = merge, remove = remove,
+                      expire = expire}
+
+-- Runs every call of the batch in order; returns one reply per call. A call that fails becomes an
+-- error reply of its own, so that one bad call does not fail the calls batched with it.
+local function batch()
+    local out, k, a = {}, 0, 1
+    while a < #ARGV do
+        local name, nk, na = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+        local ok, reply = pcall(ENTRY_POINTS[name], k, nk, a + 3)
+        if not ok then
+            reply = type(reply) == 'table' and reply or {err = 'ERR ' .. tostring(reply)}
+        end
+        out[#out + 1] = reply
+        k, a = k + nk, a + 3 + na
+    end
+    return out
 end

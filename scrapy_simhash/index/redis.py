@@ -2,9 +2,9 @@
 
 The script (``redis.lua``) reads the probed buckets, keeps members within the distance, answers with
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
-step, so two crawler processes cannot both become canonical. Script calls made while others are in
-flight are written as one pipeline (one send, one read), which is what lets one process reach tens of
-thousands of items per second. Key schema: README "The band index".
+step, so two crawler processes cannot both become canonical. Calls made while others are in flight
+travel together: up to 32 in one script call, several script calls in one write, which spreads the
+per-command costs of client and server over many items. Key schema: README "The band index".
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from scrapy_simhash.layout import Layout
 logger = logging.getLogger(__name__)
 
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
-_ENTRY_POINTS = ("check_add", "check_add_exact", "merge", "remove", "expire")
 # A bucket member is the fingerprint's residual, a Lua double in the script: exact up to 53 bits.
 _MAX_RESIDUAL_BITS = 53
 _EXPIRE_BATCH = 500
-# One probe for the script: table (1-based), flipped key bit position or -1, query residual (exact
-# as a double: < 2**53).
-_PROBE = struct.Struct(">Bbd")
-# Most script calls written in one pipeline: bounds the latency one batch adds to its last call.
+# Most calls carried by one script call: bounds how long one script holds the server (with 272
+# probes per lookup, 32 calls run for ~15 ms), while the per-script cost is spread over many items.
+_CALLS_PER_SCRIPT = 32
+# Most calls written at once (several script calls in one pipeline).
 _MAX_BATCH = 256
 
 
@@ -51,16 +50,23 @@ def _pack(connection, commands: list[tuple]) -> bytes | list[bytes]:
     return b"".join(map(hiredis.pack_command, commands))
 
 
+def _lua_bytes(values: list[int]) -> str:
+    return '"' + "".join(f"\\{v}" for v in values) + '"'
+
+
 def _lua_layout(layout: Layout) -> str:
-    """The layout as Lua tables of 0-based bit positions, prepended to the script source."""
+    """The layout as Lua, prepended to the script source (see the head of ``redis.lua``)."""
 
     def tables(positions: list[tuple[int, ...]]) -> str:
         return "{" + ", ".join("{" + ", ".join(map(str, p)) + "}" for p in positions) + "}"
 
     keys = [layout.key_positions(t) for t in range(layout.tables)]
     residuals = [layout.residual_positions(t) for t in range(layout.tables)]
+    flips = [(t + 1, position) for t in range(layout.tables) for position in keys[t]]
     return (
         f"local TABLES = {layout.tables}\n"
+        f"local FLIP_TABLE = {_lua_bytes([t for t, _ in flips])}\n"
+        f"local FLIP_POS = {_lua_bytes([p for _, p in flips])}\n"
         f"local function layout()\n    return {tables(keys)},\n        {tables(residuals)}\nend\n"
     )
 
@@ -78,8 +84,12 @@ class RedisIndex(Index):
         self.retention = retention
         self.prefix = prefix
         self.client = self._connect(url, prefix)
-        source = _lua_layout(layout) + _LUA
-        self._scripts = {name: self.client.register_script(f"{source}\nreturn {name}()") for name in _ENTRY_POINTS}
+        self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn batch()")
+        # Bucket keys are built per lookup (272 with the calibrated layout): their parts are kept.
+        self._bucket_prefixes = [f"{prefix}:b:{t}:".encode() for t in range(layout.tables)]
+        self._flip_masks = [[1 << i for i in range(len(layout.key_positions(t)))] for t in range(layout.tables)]
+        self._residuals = struct.Struct(f">{layout.tables}d")
+        self._fps_key = f"{prefix}:f".encode()
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
         self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
         self._verified = False
@@ -114,49 +124,58 @@ class RedisIndex(Index):
             )
         self._verified = True
 
-    async def _run(self, name: str, keys: list, args: list):
-        """Run script ``name``: queued, and sent with every other call queued meanwhile."""
+    async def _run(self, name: bytes, keys: list[bytes], args: list):
+        """Run entry point ``name`` of the script: queued, and sent with every call queued meanwhile."""
         await self._ready()
         # Encoded here, so that a value that cannot be sent (a lone surrogate in an id) fails this
-        # call alone rather than the whole pipeline it would have joined.
-        keys = [key.encode() for key in keys or [f"{self.prefix}:f"]]
-        args = [arg.encode() if isinstance(arg, str) else arg for arg in (self.prefix, *args)]
+        # call alone rather than the whole batch it would have joined. A call without keys of its
+        # own names the fingerprint map, so that a cluster routes it to this index's slot.
+        args = [arg.encode() if isinstance(arg, str) else arg for arg in args]
         future = asyncio.get_running_loop().create_future()
-        self._queue.append((name, keys, args, future))
+        self._queue.append((name, keys or [self._fps_key], args, future))
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._send())
         return await future
 
     async def _send(self) -> None:
-        """Write queued calls as pipelines until the queue is empty (EVALSHA; on NOSCRIPT, after a
-        SCRIPT FLUSH or a failover, load the script and run those calls again: they did not run)."""
+        """Write queued calls until the queue is empty: up to _CALLS_PER_SCRIPT calls per script call,
+        several script calls per write (EVALSHA; on NOSCRIPT, after a SCRIPT FLUSH or a failover, load
+        the script and send those script calls again: they did not run)."""
         try:
             while self._queue:
                 batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
+                scripts = [batch[i : i + _CALLS_PER_SCRIPT] for i in range(0, len(batch), _CALLS_PER_SCRIPT)]
                 try:
-                    results = await self._evalsha(batch)
-                    missing = {batch[i][0] for i, r in enumerate(results) if isinstance(r, NoScriptError)}
-                    if missing:
-                        for name in missing:
-                            await self.client.script_load(self._scripts[name].script)
-                        again = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-                        for i, result in zip(again, await self._evalsha([batch[i] for i in again])):
-                            results[i] = result
+                    replies = await self._evalsha(scripts)
+                    again = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+                    if again:
+                        await self.client.script_load(self._script.script)
+                        for i, reply in zip(again, await self._evalsha([scripts[i] for i in again])):
+                            replies[i] = reply
                 except Exception as exc:  # the connection failed: every call of the batch did
-                    results = [exc] * len(batch)
-                for (*_, future), result in zip(batch, results):
-                    if future.done():
-                        continue
-                    if isinstance(result, Exception):
-                        future.set_exception(result)
-                    else:
-                        future.set_result(result)
+                    replies = [exc] * len(scripts)
+                for calls, reply in zip(scripts, replies):
+                    results = [reply] * len(calls) if isinstance(reply, Exception) else reply
+                    for (*_, future), result in zip(calls, results):
+                        if future.done():
+                            continue
+                        if isinstance(result, Exception):
+                            future.set_exception(result)
+                        else:
+                            future.set_result(result)
         finally:
             self._sender = None
 
-    async def _evalsha(self, batch: list[tuple[str, list, list, asyncio.Future]]) -> list:
-        """The replies (or ResponseErrors) of the batch's script calls, sent as one write."""
-        commands = [("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args) for name, keys, args, _ in batch]
+    async def _evalsha(self, scripts: list[list[tuple[bytes, list, list, asyncio.Future]]]) -> list:
+        """One reply per script call (a list of its calls' replies, or the ResponseError that failed
+        it), the script calls sent as one write."""
+        commands = []
+        for calls in scripts:
+            keys, args = [], [self.prefix]
+            for name, call_keys, call_args, _ in calls:
+                keys += call_keys
+                args += (name, len(call_keys), len(call_args), *call_args)
+            commands.append(("EVALSHA", self._script.sha, len(keys), *keys, *args))
         if not isinstance(self.client, RedisCluster):
             return await self._pipelined(commands)
         async with self.client.pipeline(transaction=False) as pipe:
@@ -208,24 +227,20 @@ class RedisIndex(Index):
         ]
 
     async def _check_add(
-        self, mode: str, fingerprint: int, max_distance: int, record: Record | None
+        self, mode: bytes, fingerprint: int, max_distance: int, record: Record | None
     ) -> list[Candidate]:
         splits = self.layout.split(fingerprint)
-        keys, probes = [], []
-        for table, (key, residual) in enumerate(splits):
-            keys.append(f"{self.prefix}:b:{table}:{key:x}")
-            probes.append(_PROBE.pack(table + 1, -1, residual))
-        if self.layout.multiprobe and mode != "a":
-            for table, (key, residual) in enumerate(splits):
-                for i, position in enumerate(self.layout.key_positions(table)):
-                    keys.append(f"{self.prefix}:b:{table}:{key ^ (1 << i):x}")
-                    probes.append(_PROBE.pack(table + 1, position, residual))
-        args = [mode, max_distance, encode_fingerprint(fingerprint), b"".join(probes)]
+        keys = [b"%b%x" % (prefix, key) for prefix, (key, _) in zip(self._bucket_prefixes, splits)]
+        if self.layout.multiprobe and mode != b"a":  # in FLIP_TABLE / FLIP_POS order (redis.lua)
+            for prefix, masks, (key, _) in zip(self._bucket_prefixes, self._flip_masks, splits):
+                keys += [b"%b%x" % (prefix, key ^ mask) for mask in masks]
+        residuals = self._residuals.pack(*[residual for _, residual in splits])
+        args = [mode, max_distance, encode_fingerprint(fingerprint), residuals]
         if record is not None:
             args += self._record_args(record)
-        flat = await self._run("check_add", keys, args)
+        flat = await self._run(b"check_add", keys, args)
         found = [
-            Candidate(flat[i].decode(), decode_fingerprint(flat[i + 1]), int(flat[i + 2]), decode_hashes(flat[i + 3]))
+            Candidate(flat[i].decode(), decode_fingerprint(flat[i + 1]), flat[i + 2], flat[i + 3])
             for i in range(0, len(flat), 4)
         ]
         found.sort(key=lambda c: (c.distance, c.record_id))
@@ -234,21 +249,21 @@ class RedisIndex(Index):
     # -- the contract ------------------------------------------------------------------------------
 
     async def add(self, record: Record) -> None:
-        await self._check_add("a", record.fingerprint, 0, record)
+        await self._check_add(b"a", record.fingerprint, 0, record)
 
     async def candidates(self, fingerprint: int, max_distance: int) -> list[Candidate]:
-        return await self._check_add("c", fingerprint, max_distance, None)
+        return await self._check_add(b"c", fingerprint, max_distance, None)
 
     async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
-        return await self._check_add("ca", record.fingerprint, max_distance, record)
+        return await self._check_add(b"ca", record.fingerprint, max_distance, record)
 
     async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
-        holder = await self._run("check_add_exact", [], [digest, *self._record_args(record)])
+        holder = await self._run(b"check_add_exact", [], [digest, *self._record_args(record)])
         return None if holder is None else holder.decode()
 
     async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
         args = [canonical_id, url, repr(float(first_seen)), repr(self.retention.clock()), self._ttls]
-        if not await self._run("merge", [], args):
+        if not await self._run(b"merge", [], args):
             logger.warning("merge into %r skipped: no such record (erased or expired)", canonical_id)
 
     async def get(self, record_id: str) -> Record | None:
@@ -269,12 +284,12 @@ class RedisIndex(Index):
         )
 
     async def remove(self, record_id: str) -> bool:
-        return bool(await self._run("remove", [], [record_id]))
+        return bool(await self._run(b"remove", [], [record_id]))
 
     async def expire(self) -> int:
         total = 0
         while True:
-            swept = await self._run("expire", [], [repr(self.retention.clock()), _EXPIRE_BATCH])
+            swept = await self._run(b"expire", [], [repr(self.retention.clock()), _EXPIRE_BATCH])
             total += swept
             if swept < _EXPIRE_BATCH:
                 break

@@ -203,7 +203,7 @@ class SQLiteIndex(Index):
         found = []
         for rid, (stored, distance) in near.items():
             record_id, blob = self._db.execute("SELECT id, shingles FROM records WHERE rid = ?", (rid,)).fetchone()
-            found.append(Candidate(record_id, stored, distance, decode_hashes(blob)))
+            found.append(Candidate(record_id, stored, distance, blob))
         found.sort(key=lambda c: (c.distance, c.record_id))
         return found
 
