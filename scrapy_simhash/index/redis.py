@@ -1,4 +1,4 @@
-"""The shared band index on Redis: every check-and-add is one Lua script call (one round trip).
+"""The shared band index on Redis: a check-and-add is one call of a Lua script, batched with others in flight.
 
 The script (``redis.lua``) reads the probed buckets, keeps members within the distance, answers with
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
