@@ -35,6 +35,7 @@ __all__ = ["BlockLayout", "Layout", "SampledLayout", "make_layout"]
 
 LAYOUT_KINDS = ("blocks", "sampled")
 MULTIPROBE_SAMPLES = 40_000
+_BYTES = np.arange(8)
 
 
 class Layout(ABC):
@@ -50,8 +51,8 @@ class Layout(ABC):
         self.multiprobe = multiprobe
         self._keys = [tuple(sorted(p)) for p in key_positions]
         self._residuals = [tuple(sorted(set(range(bits)).difference(p))) for p in self._keys]
-        # pext by byte lookup tables: _lut[t][j][b] = (key part, residual part) of byte j valued b.
-        self._lut = [self._byte_tables(k, r) for k, r in zip(self._keys, self._residuals)]
+        # pext by byte lookup tables: _lut[t, j, b] = (key part, residual part) of byte j valued b.
+        self._lut = np.array([self._byte_tables(k, r) for k, r in zip(self._keys, self._residuals)], dtype=np.uint64)
 
     @property
     def tables(self) -> int:
@@ -67,16 +68,10 @@ class Layout(ABC):
 
     def split(self, fingerprint: int) -> list[tuple[int, int]]:
         """``(key, residual)`` of ``fingerprint`` in every table, in table order."""
-        octets = fingerprint.to_bytes(8, "little")
-        out = []
-        for lut in self._lut:
-            key = residual = 0
-            for j, b in enumerate(octets):
-                k, r = lut[j][b]
-                key |= k
-                residual |= r
-            out.append((key, residual))
-        return out
+        octets = np.frombuffer(fingerprint.to_bytes(8, "little"), dtype=np.uint8)
+        # The parts of different bytes have no bit in common: their sum is their bitwise or.
+        parts = self._lut[:, _BYTES, octets].sum(axis=1, dtype=np.uint64)
+        return list(map(tuple, parts.tolist()))
 
     def insert_keys(self, fingerprint: int) -> list[tuple[int, int]]:
         """``(table, key)`` of every bucket that stores ``fingerprint``."""

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scrapy_simhash.index import Candidate
 from scrapy_simhash.index.codec import decode_hashes, encode_hashes, to_signed, to_unsigned
 
 hash_sets = st.sets(st.integers(0, 2**32 - 1), max_size=300).map(lambda s: np.array(sorted(s), dtype=np.uint32))
@@ -59,3 +60,16 @@ def test_unsorted_repeated_or_wide_hashes_are_refused(bad):
 def test_fingerprints_survive_sqlite_signed_integers(fingerprint):
     signed = to_signed(fingerprint)
     assert -(2**63) <= signed < 2**63 and to_unsigned(signed) == fingerprint
+
+
+def test_candidates_decode_their_blob_when_read_and_share_it_read_only():
+    hashes = np.arange(0, 3000, 3, dtype=np.uint32)
+    blob = encode_hashes(hashes)
+    first, again = Candidate("a", 1, 0, blob), Candidate("b", 1, 0, bytes(blob))
+    assert np.array_equal(first.shingles, hashes)
+    assert again.shingles is first.shingles  # the same blob is decoded once
+    with pytest.raises(ValueError):
+        first.shingles[0] = 7
+    broken = Candidate("c", 1, 0, b"\x01junk")
+    with pytest.raises(ValueError):
+        broken.shingles

@@ -9,6 +9,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +44,15 @@ class Record:
     write_id: bytes = field(default_factory=_new_write_id)
 
 
+@lru_cache(maxsize=1024)
+def _decoded(blob: bytes) -> np.ndarray:
+    """Decoded blobs, recent ones kept: a canonical record with many duplicates, or a near page that
+    verification keeps rejecting, is a candidate again and again, with the same blob (~4 MB at most)."""
+    hashes = decode_hashes(blob)
+    hashes.flags.writeable = False  # shared between candidates
+    return hashes
+
+
 class Candidate:
     """An indexed record within the asked distance of a fingerprint, with its verification data.
 
@@ -61,9 +71,9 @@ class Candidate:
 
     @property
     def shingles(self) -> np.ndarray:
-        """Sorted distinct 32-bit shingle hashes; ValueError when the stored blob is not one."""
+        """Sorted distinct 32-bit shingle hashes (read-only); ValueError when the blob is not one."""
         if self._shingles is None:
-            self._shingles = decode_hashes(self._blob)
+            self._shingles = _decoded(self._blob)
         return self._shingles
 
     def __repr__(self) -> str:

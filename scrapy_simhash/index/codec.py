@@ -47,12 +47,16 @@ def encode_hashes(hashes: np.ndarray) -> bytes:
     low = octets[:, :whole] if whole in (0, 3) else values.astype(f"<u{whole}")
     parts = [bytes([_ELIAS_FANO]), count.to_bytes(4, "big"), low.tobytes()]
     if rest:
-        bits = np.zeros(-(-count // 8) * 8, dtype=np.uint64)
-        bits[:count] = octets[:, whole] & ((1 << rest) - 1)
-        groups = np.bitwise_or.reduce(bits.reshape(-1, 8) << (_GROUP_SHIFTS * np.uint64(rest)), axis=1)
-        parts.append(groups.astype("<u8").view(np.uint8).reshape(-1, 8)[:, :rest].tobytes())
+        groups = np.zeros((-(-count // 8), 8), dtype="<u8")
+        groups.ravel()[:count] = octets[:, whole]
+        groups &= np.uint64((1 << rest) - 1)
+        groups <<= _GROUP_SHIFTS * np.uint64(rest)
+        # The fields do not overlap, so a sum is their bitwise or (and ~2x faster than or.reduce).
+        parts.append(groups.sum(axis=1, dtype="<u8").view(np.uint8).reshape(-1, 8)[:, :rest].tobytes())
     upper = np.zeros(count + (1 << (32 - low_bits)), dtype=bool)
-    upper[(values >> np.uint32(low_bits)) + np.arange(count, dtype=np.uint32)] = True
+    high = (values >> np.uint32(low_bits)).astype(np.intp)
+    high += np.arange(count)
+    upper[high] = True
     parts.append(np.packbits(upper).tobytes())
     return b"".join(parts)
 
