@@ -5,7 +5,7 @@ Backends are chosen by URL in :func:`scrapy_simhash.index.open_index`; the pipel
 
 from __future__ import annotations
 
-import os
+import random
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -21,7 +21,8 @@ def _no_shingles() -> np.ndarray:
 
 
 def _new_write_id() -> bytes:
-    return os.urandom(8)
+    # 64 random bits tell two Record objects apart; the stdlib generator is reseeded in a forked child.
+    return random.getrandbits(64).to_bytes(8, "big")
 
 
 @dataclass

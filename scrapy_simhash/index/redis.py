@@ -33,6 +33,8 @@ from scrapy_simhash.layout import Layout
 
 logger = logging.getLogger(__name__)
 
+# One encoder for every record: json.dumps with options builds a new encoder per call.
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
 # A bucket member is the fingerprint's residual, a Lua double in the script: exact up to 53 bits.
 _MAX_RESIDUAL_BITS = 53
@@ -93,6 +95,7 @@ class RedisIndex(Index):
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
         self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
         self._verified = False
+        self._verifying = asyncio.Lock()
         self._queue: list[tuple[str, list, list, asyncio.Future]] = []
         self._sender: asyncio.Task | None = None
 
@@ -111,18 +114,25 @@ class RedisIndex(Index):
         return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
 
     async def _ready(self) -> None:
-        """Refuse an index built with another layout (its buckets would silently stop matching)."""
+        """Refuse an index built with another layout (its buckets would silently stop matching).
+
+        Checked once, by the first call: the calls that arrive meanwhile wait for it instead of each
+        opening a connection of its own to check again.
+        """
         if self._verified:
             return
-        meta = f"{self.prefix}:meta"
-        await self.client.hsetnx(meta, "layout", repr(self.layout))
-        built = (await self.client.hget(meta, "layout")).decode()
-        if built != repr(self.layout):
-            raise ValueError(
-                f"index {self.prefix!r} was built with {built}, not {self.layout!r}: "
-                "use the same SIMHASH_BANDS/SIMHASH_LAYOUT settings or another SIMHASH_KEY_PREFIX"
-            )
-        self._verified = True
+        async with self._verifying:
+            if self._verified:
+                return
+            meta = f"{self.prefix}:meta"
+            await self.client.hsetnx(meta, "layout", repr(self.layout))
+            built = (await self.client.hget(meta, "layout")).decode()
+            if built != repr(self.layout):
+                raise ValueError(
+                    f"index {self.prefix!r} was built with {built}, not {self.layout!r}: "
+                    "use the same SIMHASH_BANDS/SIMHASH_LAYOUT settings or another SIMHASH_KEY_PREFIX"
+                )
+            self._verified = True
 
     async def _run(self, name: bytes, keys: list[bytes], args: list):
         """Run entry point ``name`` of the script: queued, and sent with every call queued meanwhile."""
@@ -216,12 +226,12 @@ class RedisIndex(Index):
         urls = [u for u in dict.fromkeys((record.url, *record.urls)) if u]
         return [
             record.id,
-            json.dumps([record.id], ensure_ascii=False),
+            _to_json([record.id]),
             encode_fingerprint(record.fingerprint),
             repr(float(record.first_seen)),
             record.retention,
             encode_hashes(record.shingles),
-            json.dumps(urls, ensure_ascii=False),
+            _to_json(urls),
             "" if expires is None else repr(expires),
             record.write_id,
         ]
