@@ -164,3 +164,15 @@ async def test_calls_in_flight_share_one_script_call_and_fail_alone(throwaway_re
     assert (await index.get(c.id)).fingerprint == c.fingerprint
     admin.close()
     await index.close()
+
+
+async def test_concurrent_first_calls_check_the_layout_once(throwaway_redis):
+    admin = throwaway_redis.client()
+    admin.config_resetstat()
+    index = open_index(throwaway_redis.url, spider="s")
+    added = await asyncio.gather(*(index.check_and_add(record, 3) for record in _records(64, seed=5)))
+    assert added == [[]] * 64
+    assert admin.info("commandstats")["cmdstat_hsetnx"]["calls"] == 1
+    assert admin.info("clients")["connected_clients"] <= 3  # the admin, the check, the pipelined calls
+    admin.close()
+    await index.close()
