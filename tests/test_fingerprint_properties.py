@@ -17,6 +17,7 @@ from scrapy_simhash.fingerprint import (
     Fingerprinter,
     band_keys,
     hamming,
+    jaccard_hashes,
     shingle_hash,
     shingles,
     simhash,
@@ -125,6 +126,35 @@ def test_shingle_strings_hash_as_in_the_text(text: str, width: int) -> None:
     assert Fingerprinter(width=width).shingle_hashes(text).tolist() == [shingle_hash(s) for s in strings]
     for string in strings[:3]:
         assert shingle_hash(string) == reference_shingle_hash(list(map(reference_token_hash, string.split(" "))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts, st.integers(1, 5), st.sampled_from(["frequency", "presence"]))
+def test_one_shingling_gives_the_word_count_and_the_signature(text: str, width: int, weighting: str) -> None:
+    """The pipeline tokenises an item once: the word count SIMHASH_MIN_WORDS reads and the signature
+    both come from :meth:`Fingerprinter.shingling`, and equal what the text itself gives."""
+    fingerprinter = Fingerprinter(width=width, weighting=weighting)
+    shingling = fingerprinter.shingling(text)
+    assert shingling.words == token_count(text) == len(reference_tokens(text))
+    from_text, from_shingling = fingerprinter.signature(text), fingerprinter.signature(shingling)
+    assert from_shingling.fingerprint == from_text.fingerprint == reference_simhash(text, width, weighting)
+    np.testing.assert_array_equal(from_shingling.shingles, from_text.shingles)
+    boilerplate = from_text.shingles[::2]
+    without = [fingerprinter.signature(source, boilerplate) for source in (shingling, text)]
+    assert without[0].fingerprint == without[1].fingerprint
+    np.testing.assert_array_equal(without[0].shingles, without[1].shingles)
+
+
+# Small ranges make the two sets overlap often; the full range covers hashes with the high bit set.
+hash_sets = st.one_of(st.sets(st.integers(0, 40), max_size=30), st.sets(st.integers(0, 2**32 - 1), max_size=30))
+
+
+@given(hash_sets, hash_sets)
+def test_jaccard_hashes_equals_set_jaccard(a: set[int], b: set[int]) -> None:
+    reference = len(a & b) / len(a | b) if a or b else 1.0
+    arrays = [np.array(sorted(values), dtype=np.uint32) for values in (a, b)]
+    assert jaccard_hashes(*arrays) == reference
+    assert jaccard_hashes(arrays[1], arrays[0]) == reference
 
 
 fingerprints = st.integers(0, (1 << 64) - 1)
