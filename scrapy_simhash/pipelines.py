@@ -20,7 +20,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.extensions import NO_BOILERPLATE, BoilerplateLearner
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
-from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes, token_count, verification_hashes
+from scrapy_simhash.fingerprint import Fingerprinter, Shingling, jaccard_hashes, verification_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
@@ -230,16 +230,16 @@ class SimhashPipeline:
 
     async def _judge(self, page: Page) -> Match | None:
         """The canonical record ``page`` duplicates, or None after indexing it as a new canonical."""
-        words = token_count(page.text)
-        if words == 0:
+        shingling = self.fingerprinter.shingling(page.text)  # the text's one tokenisation
+        if shingling.words == 0:
             self.stats.inc_value("simhash/empty_content")
             return None
-        if words < self.config.min_words:
-            return await self._judge_exact(page)
+        if shingling.words < self.config.min_words:
+            return await self._judge_exact(page, shingling)
         boilerplate = NO_BOILERPLATE
         if self.learner is not None:
             boilerplate = await self.learner.boilerplate_for(page.host, page.text)
-        signature = self.fingerprinter.signature(page.text, boilerplate.hashes)
+        signature = self.fingerprinter.signature(shingling, boilerplate.hashes)
         if signature.fingerprint == 0:  # nothing left beside boilerplate: 0 would match every empty page
             self.stats.inc_value("simhash/empty_content")
             return None
@@ -265,10 +265,10 @@ class SimhashPipeline:
         self.stats.inc_value("simhash/unique")
         return None
 
-    async def _judge_exact(self, page: Page) -> Match | None:
+    async def _judge_exact(self, page: Page, shingling: Shingling) -> Match | None:
         """Short texts have too few shingles for SimHash to be meaningful: match them exactly instead."""
         self.stats.inc_value("simhash/short_texts")
-        signature = self.fingerprinter.signature(page.text)
+        signature = self.fingerprinter.signature(shingling)
         record = self._record(page, signature.fingerprint, signature.shingles)
         assert self.index is not None
         canonical_id = await self.index.call("check_and_add_exact", record, exact_digest(page.text))

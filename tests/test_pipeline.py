@@ -11,6 +11,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 
 from pipeline_harness import feed, open_pipeline, simhash_stats
+from scrapy_simhash import fingerprint
 from scrapy_simhash.fingerprint import hamming, simhash
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.pipelines import SimhashPipeline
@@ -104,6 +105,26 @@ async def test_a_candidate_failing_jaccard_is_rejected_logged_and_indexed(tmp_pa
     assert rejected["decision"] == "rejected" and rejected["jaccard"] < 1.0
     assert rejected["duplicate_url"] == "https://a.example/q"
     assert simhash_stats(pipeline)["simhash/false_positives"] == 1
+
+
+async def test_an_item_is_tokenised_once(tmp_path, body, monkeypatch) -> None:
+    """The word count SIMHASH_MIN_WORDS needs comes from the fingerprint's own tokenisation (a second
+    pass over the text cost a fifth of fingerprinting)."""
+    segmented: list[int] = []
+    segment = fingerprint._segment
+
+    def counting(text: str):
+        segmented.append(len(text))
+        return segment(text)
+
+    monkeypatch.setattr(fingerprint, "_segment", counting)
+    pipeline = await open_pipeline(settings(tmp_path))
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": body})
+        assert not await feed(pipeline, {"url": "https://b.example/copy", "body_text": edited(body)})
+    finally:
+        await pipeline.close_spider()
+    assert len(segmented) == 2
 
 
 async def test_short_texts_match_exactly_after_normalisation(tmp_path) -> None:
