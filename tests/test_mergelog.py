@@ -47,6 +47,13 @@ def test_record_schema() -> None:
         record(decision="maybe")
 
 
+def test_records_of_one_rule_do_not_share_its_dict() -> None:
+    """The rule's serialisation is cached: a consumer that edits one record must not edit the next."""
+    first = record()
+    first["rule"]["max_distance"] = 99
+    assert record()["rule"]["max_distance"] == 7
+
+
 async def test_file_log_appends_json_lines_across_runs(tmp_path) -> None:
     path = tmp_path / "logs" / "merges.jsonl"
     for duplicate in ("b", "c"):  # two crawls: the second extends the first's file
