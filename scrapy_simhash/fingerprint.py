@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "Fingerprinter",
     "Shingling",
+    "RecordSignature",
     "Signature",
     "UNSEGMENTED_RANGES",
     "band_keys",
@@ -218,7 +219,10 @@ def _sorted_distinct(values: np.ndarray) -> np.ndarray:
 
     ``np.unique`` took several times as long (numpy 2 hashes, then sorts its result).
     """
-    ordered = np.sort(values)
+    return _distinct_of_sorted(np.sort(values))
+
+
+def _distinct_of_sorted(ordered: np.ndarray) -> np.ndarray:
     first = np.empty(len(ordered), dtype=bool)
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
@@ -239,6 +243,14 @@ class Signature:
 
     fingerprint: int
     shingles: np.ndarray
+
+
+@dataclass(frozen=True)
+class RecordSignature:
+    """What an index record keeps of a text: its fingerprint and its :func:`verification_hashes`."""
+
+    fingerprint: int
+    verification: np.ndarray
 
 
 class Fingerprinter:
@@ -274,12 +286,26 @@ class Fingerprinter:
 
     def signature(self, text: str | Shingling, boilerplate: np.ndarray | None = None) -> Signature:
         """Fingerprint ``text`` (or its :meth:`shingling`), ignoring shingles whose hashes are in ``boilerplate``."""
-        hashes = (text if isinstance(text, Shingling) else self.shingling(text)).hashes
-        if boilerplate is not None and len(boilerplate) and len(hashes):
-            hashes = hashes[~np.isin(hashes, boilerplate)]
+        hashes = self._content_hashes(text, boilerplate)
         distinct = _sorted_distinct(hashes)
         # Frequency weighting: a shingle's weight is its number of occurrences, one vote each.
         return Signature(self.vote(hashes if self.weighting == "frequency" else distinct), distinct)
+
+    def record_signature(self, text: str | Shingling, boilerplate: np.ndarray | None = None) -> RecordSignature:
+        """:meth:`signature`'s fingerprint and the verification hashes of its shingles, without the sorted
+        64-bit set in between (frequency weighting votes with every occurrence and needs no distinct set)."""
+        hashes = self._content_hashes(text, boilerplate)
+        if self.weighting == "frequency":
+            return RecordSignature(self.vote(hashes), verification_hashes(hashes))
+        distinct = _sorted_distinct(hashes)
+        return RecordSignature(self.vote(distinct), verification_hashes(distinct))
+
+    def _content_hashes(self, text: str | Shingling, boilerplate: np.ndarray | None) -> np.ndarray:
+        """Every shingle hash of ``text`` not in sorted ``boilerplate``, repeats included."""
+        hashes = (text if isinstance(text, Shingling) else self.shingling(text)).hashes
+        if boilerplate is not None and len(boilerplate) and len(hashes):
+            hashes = hashes[~np.isin(hashes, boilerplate)]
+        return hashes
 
     def vote(self, hashes: np.ndarray) -> int:
         """Charikar's bit vote, one vote per element of ``hashes`` (repeats vote again): bit i is set
@@ -324,8 +350,11 @@ def hamming(a: int, b: int) -> int:
 
 
 def verification_hashes(shingles: np.ndarray) -> np.ndarray:
-    """The sorted distinct 32-bit hashes a record keeps for Jaccard: the low bits of its shingle hashes."""
-    return _sorted_distinct(shingles.astype(np.uint32))
+    """The sorted distinct 32-bit hashes a record keeps for Jaccard: the low bits of its shingle hashes
+    (distinct or not: repeats are dropped here)."""
+    low = shingles.astype(np.uint32)
+    low.sort()
+    return _distinct_of_sorted(low)
 
 
 def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:

@@ -14,13 +14,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.extensions import NO_BOILERPLATE, BoilerplateLearner
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
-from scrapy_simhash.fingerprint import Fingerprinter, Shingling, jaccard_hashes, verification_hashes
+from scrapy_simhash.fingerprint import Fingerprinter, RecordSignature, Shingling, jaccard_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
@@ -111,6 +110,7 @@ class SimhashPipeline:
         self._closing: asyncio.Future[None] | None = None
         self._annotation_warned = False
         self._groups: Counter[str] = Counter()
+        self._rules: dict[int, Rule] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
@@ -239,12 +239,12 @@ class SimhashPipeline:
         boilerplate = NO_BOILERPLATE
         if self.learner is not None:
             boilerplate = await self.learner.boilerplate_for(page.host, page.text)
-        signature = self.fingerprinter.signature(shingling, boilerplate.hashes)
+        signature = self.fingerprinter.record_signature(shingling, boilerplate.hashes)
         if signature.fingerprint == 0:  # nothing left beside boilerplate: 0 would match every empty page
             self.stats.inc_value("simhash/empty_content")
             return None
         self.stats.inc_value("simhash/fingerprinted")
-        record = self._record(page, signature.fingerprint, signature.shingles)
+        record = self._record(page, signature)
         assert self.index is not None
         # Retries pass the same record: the index recognises a write its own timed-out attempt made.
         candidates = await self.index.call("check_and_add", record, self.max_distance)
@@ -268,8 +268,7 @@ class SimhashPipeline:
     async def _judge_exact(self, page: Page, shingling: Shingling) -> Match | None:
         """Short texts have too few shingles for SimHash to be meaningful: match them exactly instead."""
         self.stats.inc_value("simhash/short_texts")
-        signature = self.fingerprinter.signature(shingling)
-        record = self._record(page, signature.fingerprint, signature.shingles)
+        record = self._record(page, self.fingerprinter.record_signature(shingling))
         assert self.index is not None
         canonical_id = await self.index.call("check_and_add_exact", record, exact_digest(page.text))
         if canonical_id is None:
@@ -281,26 +280,30 @@ class SimhashPipeline:
         await self._merge(page, match, self._rule(NO_BOILERPLATE.version))
         return match
 
-    def _record(self, page: Page, fingerprint: int, shingles: np.ndarray) -> Record:
+    def _record(self, page: Page, signature: RecordSignature) -> Record:
         return Record(
             id=page.id,
-            fingerprint=fingerprint,
+            fingerprint=signature.fingerprint,
             url=page.url,
             first_seen=time.time(),
             retention=page.retention,
-            shingles=verification_hashes(shingles),
+            shingles=signature.verification,
         )
 
     def _rule(self, boilerplate_version: int) -> Rule:
-        config = self.config
-        return Rule(
-            max_distance=self.max_distance,
-            jaccard_threshold=config.jaccard_threshold,
-            weighting=config.weighting,
-            shingle_width=config.shingle_width,
-            boilerplate_version=boilerplate_version,
-            layout=repr(self.layout),
-        )
+        """The rule records name, one object per boilerplate version (it caches its own serialisation)."""
+        rule = self._rules.get(boilerplate_version)
+        if rule is None:
+            config = self.config
+            rule = self._rules[boilerplate_version] = Rule(
+                max_distance=self.max_distance,
+                jaccard_threshold=config.jaccard_threshold,
+                weighting=config.weighting,
+                shingle_width=config.shingle_width,
+                boilerplate_version=boilerplate_version,
+                layout=repr(self.layout),
+            )
+        return rule
 
     async def _merge(self, page: Page, match: Match, rule: Rule) -> None:
         """Log the merge first (the audit trail must not depend on the index), then merge in the index.

@@ -23,6 +23,7 @@ from scrapy_simhash.fingerprint import (
     simhash,
     token_count,
     tokens,
+    verification_hashes,
 )
 
 # The constants as the README states them (not imported: this checks the documentation).
@@ -143,6 +144,11 @@ def test_one_shingling_gives_the_word_count_and_the_signature(text: str, width: 
     without = [fingerprinter.signature(source, boilerplate) for source in (shingling, text)]
     assert without[0].fingerprint == without[1].fingerprint
     np.testing.assert_array_equal(without[0].shingles, without[1].shingles)
+    # What a record keeps, computed without the sorted 64-bit set: the same fingerprint and hashes.
+    for excluded, signature in ((None, from_text), (boilerplate, without[1])):
+        record = fingerprinter.record_signature(shingling, excluded)
+        assert record.fingerprint == signature.fingerprint
+        np.testing.assert_array_equal(record.verification, verification_hashes(signature.shingles))
 
 
 # Small ranges make the two sets overlap often; the full range covers hashes with the high bit set.

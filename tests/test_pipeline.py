@@ -167,10 +167,10 @@ async def test_a_failure_of_our_own_code_passes_the_item_on_logged(tmp_path, bod
     """A bug in a stage must not cost the user the item: it goes on unchecked, counted, with a traceback."""
     pipeline = await open_pipeline(settings(tmp_path))
 
-    def broken_signature(*args, **kwargs):
+    def broken_stage(*args, **kwargs):
         raise RuntimeError("a stage broke")
 
-    pipeline.fingerprinter.signature = broken_signature  # fault injection: no real input triggers a bug
+    pipeline.fingerprinter.record_signature = broken_stage  # fault injection: no real input triggers a bug
     try:
         item = {"url": "https://a.example/p", "body_text": body}
         assert await pipeline.process_item(item) is item
