@@ -63,11 +63,14 @@ def scanned_counter(backend: str, location: str, prefix: str, layout: Layout):
         return count
     client = redis.Redis.from_url(location)
 
+    width = max(-(-len(layout.key_positions(t)) // 8) for t in range(layout.tables))
+
     def count(fp: int) -> int:
+        # Table t's buckets are fields of the hash P:b:<t>, 8 bytes a member (README "The band index").
         pipe = client.pipeline(transaction=False)
         for t, k in layout.probe_keys(fp):
-            pipe.scard(f"{prefix}:b:{t}:{k:x}")
-        return sum(pipe.execute())
+            pipe.hstrlen(f"{prefix}:b:{t}", k.to_bytes(width, "big"))
+        return sum(pipe.execute()) // 8
 
     return count
 

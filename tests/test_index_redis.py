@@ -51,8 +51,9 @@ async def test_every_key_is_under_the_prefix_and_its_hash_tag(throwaway_redis):
     assert keys and all(key.startswith("simhash:{news}:") for key in keys)
     kinds = {key.split(":")[2] for key in keys}
     assert kinds == {"b", "f", "r", "e", "x", "n", "h", "meta"}
-    buckets = [key for key in keys if key.split(":")[2] == "b"]
-    assert {admin.object("encoding", key) for key in buckets} == {b"intset"}
+    buckets = {key for key in keys if key.split(":")[2] == "b"}
+    assert buckets == {f"simhash:{{news}}:b:{table}" for table in range(4)}  # one hash per table
+    assert all(admin.type(key) == b"hash" and admin.hlen(key) == 20 for key in buckets)
     admin.close()
     await index.close()
 
@@ -172,7 +173,23 @@ async def test_concurrent_first_calls_check_the_layout_once(throwaway_redis):
     index = open_index(throwaway_redis.url, spider="s")
     added = await asyncio.gather(*(index.check_and_add(record, 3) for record in _records(64, seed=5)))
     assert added == [[]] * 64
-    assert admin.info("commandstats")["cmdstat_hsetnx"]["calls"] == 1
+    assert admin.info("commandstats")["cmdstat_hsetnx"]["calls"] == 2  # schema and layout, once
     assert admin.info("clients")["connected_clients"] <= 3  # the admin, the check, the pipelined calls
     admin.close()
     await index.close()
+
+
+async def test_an_index_of_the_earlier_key_schema_is_refused(throwaway_redis):
+    """Before schema 2 every bucket was a set of its own: reading such an index would find nothing."""
+    admin = throwaway_redis.client()
+    admin.hset("simhash:{s}:meta", "layout", repr(BlockLayout(bands=4)))
+    index = open_index(throwaway_redis.url, spider="s")
+    with pytest.raises(ValueError, match="key schema None"):
+        await index.check_and_add(_records(1, seed=6)[0], 3)
+    assert admin.keys("simhash:{s}:r:*") == []
+    fresh = open_index(throwaway_redis.url, spider="other")
+    assert await fresh.check_and_add(_records(1, seed=6)[0], 3) == []
+    assert admin.hget("simhash:{other}:meta", "schema") == b"2"
+    admin.close()
+    await index.close()
+    await fresh.close()

@@ -1,7 +1,12 @@
 -- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
--- FLIP_TABLE and FLIP_POS, byte strings: multi-probe probe TABLES + j flips fingerprint bit
--- FLIP_POS[j] in table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key and residual bit
--- positions, built only when needed) and ``return batch()``. Key schema: README "The band index".
+-- W, the bytes of a bucket field; FLIP_TABLE, FLIP_BIT and FLIP_POS, byte strings: multi-probe probe j
+-- flips key bit FLIP_BIT[j] of table FLIP_TABLE[j], fingerprint bit FLIP_POS[j]; ``layout()``,
+-- returning each table's 0-based key and residual bit positions, built only when needed) and
+-- ``return batch()``. Key schema: README "The band index".
+--
+-- Table t's buckets are the fields of one hash, P:b:<t - 1>: the field is the bucket key (W bytes,
+-- big-endian), the value the residuals of its fingerprints, 8-byte big-endian doubles, concatenated.
+-- A lookup reads a table's probed buckets with one HMGET, whatever the number of probes.
 --
 -- One script call carries a batch of calls (``batch`` below): ARGV[1] is the key prefix, then per call
 -- its entry point name, key count, argument count and arguments; KEYS are the calls' keys in order.
@@ -20,6 +25,10 @@ local function record_key(id)
     return P .. ':r:' .. id
 end
 
+local function table_key(t)
+    return P .. ':b:' .. (t - 1)
+end
+
 -- The layout's key and residual bit positions, built once per script call when first needed.
 local KEYPOS, RESPOS
 local function positions()
@@ -27,7 +36,7 @@ local function positions()
     return KEYPOS, RESPOS
 end
 
--- The bucket key and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the same
+-- The bucket field and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the
 -- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
 local function split(fpb, t)
     local keypos, respos = positions()
@@ -35,17 +44,18 @@ local function split(fpb, t)
     local function at(pos)
         return band(rshift(b[8 - floor(pos / 8)], pos % 8), 1)
     end
-    local klo, khi, r = 0, 0, 0
+    local key, r = {}, 0
+    for i = 1, W do key[i] = 0 end
     for i, pos in ipairs(keypos[t]) do
         if at(pos) == 1 then
-            if i <= 32 then klo = klo + 2 ^ (i - 1) else khi = khi + 2 ^ (i - 33) end
+            local byte = W - floor((i - 1) / 8)
+            key[byte] = key[byte] + 2 ^ ((i - 1) % 8)
         end
     end
     for i, pos in ipairs(respos[t]) do
         if at(pos) == 1 then r = r + 2 ^ (i - 1) end
     end
-    local key = khi > 0 and string.format('%x%08x', khi, klo) or string.format('%x', klo)
-    return P .. ':b:' .. (t - 1) .. ':' .. key, string.format('%.0f', r)
+    return string.char(unpack(key)), struct.pack('>d', r)
 end
 
 -- The fingerprint bytes that differ from ``fpb`` at key position ``flip`` (-1: none) and at the
@@ -92,19 +102,33 @@ local function unband(id, fpb)
     end
     redis.call('HDEL', FPS, fpb)
     for t = 1, TABLES do
-        local bucket, member = split(fpb, t)
-        redis.call('SREM', bucket, member)
+        local field, member = split(fpb, t)
+        local members = redis.call('HGET', table_key(t), field) or ''
+        for at = 1, #members, 8 do
+            if string.sub(members, at, at + 7) == member then
+                members = string.sub(members, 1, at - 1) .. string.sub(members, at + 8)
+                break
+            end
+        end
+        if #members > 0 then
+            redis.call('HSET', table_key(t), field, members)
+        else
+            redis.call('HDEL', table_key(t), field)
+        end
     end
 end
 
--- Insert buckets are KEYS[k + 1 .. k + TABLES] with their residual members in ``members``;
--- ``id_json`` is the JSON list of the id alone, the fingerprint map's value in the common
+-- The insert buckets are field ``fields[t]`` of table hash KEYS[k + t], ``members[t]`` their new
+-- member; ``id_json`` is the JSON list of the id alone, the fingerprint map's value in the common
 -- (unshared) case; ``unseen``: a lookup just found nothing at distance 0, so the map has no entry.
-local function enband(id, id_json, fpb, k, members, unseen)
+local function enband(id, id_json, fpb, k, fields, members, unseen)
     local raw = not unseen and redis.call('HGET', FPS, fpb)
     if not raw then
         redis.call('HSET', FPS, fpb, id_json)
-        for t = 1, TABLES do redis.call('SADD', KEYS[k + t], members[t]) end
+        for t = 1, TABLES do
+            local old = redis.call('HGET', KEYS[k + t], fields[t]) or ''
+            redis.call('HSET', KEYS[k + t], fields[t], old .. members[t])
+        end
         return
     end
     local ids = cjson.decode(raw)
@@ -118,7 +142,7 @@ end
 -- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
 -- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
 -- earliest first-seen.
-local function store(r, digest, k, members, unseen)
+local function store(r, digest, k, fields, members, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
     local first_seen, urls = r.first_seen, r.urls
@@ -138,7 +162,7 @@ local function store(r, digest, k, members, unseen)
     else
         redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
                    'w', r.write_id)
-        enband(r.id, r.id_json, r.fpb, k, members, unseen)
+        enband(r.id, r.id_json, r.fpb, k, fields, members, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
@@ -172,40 +196,54 @@ end
 -- ARGV[a + 1 ..].
 
 -- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, the
--- query's residual in every table (TABLES big-endian doubles, exact below 2^53), then the record
--- (not for 'c'). Keys: the probed buckets, every table's insert bucket first, then the multi-probe
--- buckets in FLIP order. Returns flat (id, fingerprint, distance, blob)*.
+-- query's residual in every table (TABLES big-endian doubles, exact below 2^53), its bucket field in
+-- every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES table hashes.
+-- Returns flat (id, fingerprint, distance, blob)*.
 local function check_add(k, nk, a)
-    local mode, maxd, fpb, packed = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
-    if mode == 'ca' and stored_by_this_call(a + 5) then return {} end
-    local residuals = {}
-    for t = 1, TABLES do residuals[t] = struct.unpack('>d', packed, 8 * t - 7) end
-    local found, out = {}, {}
-    for p = 1, mode == 'a' and 0 or nk do
-        local t, flip = p, -1
-        if p > TABLES then
-            t, flip = string.byte(FLIP_TABLE, p - TABLES), string.byte(FLIP_POS, p - TABLES)
+    local mode, maxd, fpb, packed, keys = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    if mode == 'ca' and stored_by_this_call(a + 6) then return {} end
+    local residuals, fields = {}, {}
+    for t = 1, TABLES do
+        residuals[t] = struct.unpack('>d', packed, 8 * t - 7)
+        fields[t] = string.sub(keys, W * t - W + 1, W * t)
+    end
+    local found, out, j = {}, {}, 1
+    for t = 1, mode == 'a' and 0 or TABLES do
+        -- This table's probes: its insert bucket, then its buckets one key bit away.
+        local probes, flips, bytes = {fields[t]}, {-1}, {string.byte(fields[t], 1, W)}
+        while string.byte(FLIP_TABLE, j) == t do
+            local bitno = string.byte(FLIP_BIT, j)
+            local at = W - floor(bitno / 8)
+            local kept = bytes[at]
+            bytes[at] = bxor(kept, 2 ^ (bitno % 8))
+            probes[#probes + 1] = string.char(unpack(bytes))
+            bytes[at] = kept
+            flips[#flips + 1] = string.byte(FLIP_POS, j)
+            j = j + 1
         end
         local q = residuals[t]
-        local base = flip >= 0 and 1 or 0
         local qhi = floor(q / TWO26)
         local qlo = q - qhi * TWO26
-        local members = redis.call('SMEMBERS', KEYS[k + p])
-        for i = 1, #members do
-            local v = tonumber(members[i])
-            local hi = floor(v / TWO26)
-            local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
-            -- The popcount of both halves at once, inline (a Lua function call per member cost
-            -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
-            -- the halves add without overflow, then the fields are summed into bytes.
-            local x = xlo - band(rshift(xlo, 1), 0x55555555)
-            local y = xhi - band(rshift(xhi, 1), 0x55555555)
-            x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-                + band(y, 0x33333333) + band(rshift(y, 2), 0x33333333)
-            x = band(x, 0x0F0F0F0F) + band(rshift(x, 4), 0x0F0F0F0F)
-            x = x + rshift(x, 8)
-            local d = base + band(x + rshift(x, 16), 0xFF)
-            if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
+        local buckets = redis.call('HMGET', KEYS[k + t], unpack(probes))
+        for p = 1, #probes do
+            local members, flip = buckets[p], flips[p]
+            local base = flip >= 0 and 1 or 0
+            for at = 1, members and #members or 0, 8 do
+                local v = struct.unpack('>d', members, at)
+                local hi = floor(v / TWO26)
+                local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
+                -- The popcount of both halves at once, inline (a Lua function call per member cost
+                -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
+                -- the halves add without overflow, then the fields are summed into bytes.
+                local x = xlo - band(rshift(xlo, 1), 0x55555555)
+                local y = xhi - band(rshift(xhi, 1), 0x55555555)
+                x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+                    + band(y, 0x33333333) + band(rshift(y, 2), 0x33333333)
+                x = band(x, 0x0F0F0F0F) + band(rshift(x, 4), 0x0F0F0F0F)
+                x = x + rshift(x, 8)
+                local d = base + band(x + rshift(x, 16), 0xFF)
+                if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
+            end
         end
     end
     for cand, d in pairs(found) do
@@ -218,8 +256,8 @@ local function check_add(k, nk, a)
     end
     if mode == 'a' or (mode == 'ca' and #out == 0) then
         local members = {}
-        for t = 1, TABLES do members[t] = string.format('%.0f', residuals[t]) end
-        store(read_record(a + 5), false, k, members, mode == 'ca')
+        for t = 1, TABLES do members[t] = string.sub(packed, 8 * t - 7, 8 * t) end
+        store(read_record(a + 6), false, k, fields, members, mode == 'ca')
     end
     return out
 end
@@ -231,7 +269,7 @@ local function check_add_exact(k, nk, a)
     local holder = redis.call('HGET', EXACT, digest)
     if holder == ARGV[a + 2] and stored_by_this_call(a + 2) then return false end
     if holder then return holder end
-    store(read_record(a + 2), digest, k, nil, false)
+    store(read_record(a + 2), digest, k, nil, nil, false)
     return false
 end
 

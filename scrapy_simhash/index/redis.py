@@ -36,6 +36,8 @@ from scrapy_simhash.layout import Layout
 logger = logging.getLogger(__name__)
 
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
+# The key schema (README "The band index"); None before schemas were recorded: one set per bucket.
+_SCHEMA = "2"
 # A bucket member is the fingerprint's residual, a Lua double in the script: exact up to 53 bits.
 _MAX_RESIDUAL_BITS = 53
 _EXPIRE_BATCH = 500
@@ -69,13 +71,22 @@ def _lua_layout(layout: Layout) -> str:
 
     keys = [layout.key_positions(t) for t in range(layout.tables)]
     residuals = [layout.residual_positions(t) for t in range(layout.tables)]
-    flips = [(t + 1, position) for t in range(layout.tables) for position in keys[t]]
+    flips = [(t + 1, i, position) for t in range(layout.tables) for i, position in enumerate(keys[t])]
+    if not layout.multiprobe:
+        flips = []
     return (
         f"local TABLES = {layout.tables}\n"
-        f"local FLIP_TABLE = {_lua_bytes([t for t, _ in flips])}\n"
-        f"local FLIP_POS = {_lua_bytes([p for _, p in flips])}\n"
+        f"local W = {_field_width(layout)}\n"
+        f"local FLIP_TABLE = {_lua_bytes([t for t, _, _ in flips])}\n"
+        f"local FLIP_BIT = {_lua_bytes([i for _, i, _ in flips])}\n"
+        f"local FLIP_POS = {_lua_bytes([p for _, _, p in flips])}\n"
         f"local function layout()\n    return {tables(keys)},\n        {tables(residuals)}\nend\n"
     )
+
+
+def _field_width(layout: Layout) -> int:
+    """Bytes of a bucket field: the widest table key, big-endian."""
+    return max(-(-len(layout.key_positions(t)) // 8) for t in range(layout.tables))
 
 
 class RedisIndex(Index):
@@ -92,9 +103,8 @@ class RedisIndex(Index):
         self.prefix = prefix
         self.client = self._connect(url, prefix)
         self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn batch()")
-        # Bucket keys are built per lookup (272 with the calibrated layout): their parts are kept.
-        self._bucket_prefixes = [f"{prefix}:b:{t}:".encode() for t in range(layout.tables)]
-        self._flip_masks = [[1 << i for i in range(len(layout.key_positions(t)))] for t in range(layout.tables)]
+        self._tables = [f"{prefix}:b:{t}".encode() for t in range(layout.tables)]
+        self._field_width = _field_width(layout)
         self._residuals = struct.Struct(f">{layout.tables}d")
         self._fps_key = f"{prefix}:f".encode()
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
@@ -119,7 +129,8 @@ class RedisIndex(Index):
         return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
 
     async def _ready(self) -> None:
-        """Refuse an index built with another layout (its buckets would silently stop matching).
+        """Refuse an index of another key schema or built with another layout (its buckets would
+        silently stop matching).
 
         Checked once, by the first call: the calls that arrive meanwhile wait for it instead of each
         opening a connection of its own to check again.
@@ -130,11 +141,19 @@ class RedisIndex(Index):
             if self._verified:
                 return
             meta = f"{self.prefix}:meta"
+            # The schema is written first: an index with a layout and no schema predates schemas.
+            if await self.client.hget(meta, "layout") is None:
+                await self.client.hsetnx(meta, "schema", _SCHEMA)
             await self.client.hsetnx(meta, "layout", repr(self.layout))
-            built = (await self.client.hget(meta, "layout")).decode()
-            if built != repr(self.layout):
+            schema, built = await self.client.hmget(meta, "schema", "layout")
+            if schema != _SCHEMA.encode():
                 raise ValueError(
-                    f"index {self.prefix!r} was built with {built}, not {self.layout!r}: "
+                    f"index {self.prefix!r} has key schema {schema and schema.decode()}, this version reads "
+                    f"{_SCHEMA} (README \"The band index\"): rebuild it under another SIMHASH_KEY_PREFIX"
+                )
+            if built.decode() != repr(self.layout):
+                raise ValueError(
+                    f"index {self.prefix!r} was built with {built.decode()}, not {self.layout!r}: "
                     "use the same SIMHASH_BANDS/SIMHASH_LAYOUT settings or another SIMHASH_KEY_PREFIX"
                 )
             self._verified = True
@@ -245,15 +264,12 @@ class RedisIndex(Index):
         self, mode: bytes, fingerprint: int, max_distance: int, record: Record | None
     ) -> list[Candidate]:
         splits = self.layout.split(fingerprint)
-        keys = [b"%b%x" % (prefix, key) for prefix, (key, _) in zip(self._bucket_prefixes, splits)]
-        if self.layout.multiprobe and mode != b"a":  # in FLIP_TABLE / FLIP_POS order (redis.lua)
-            for prefix, masks, (key, _) in zip(self._bucket_prefixes, self._flip_masks, splits):
-                keys += [b"%b%x" % (prefix, key ^ mask) for mask in masks]
         residuals = self._residuals.pack(*[residual for _, residual in splits])
-        args = [mode, max_distance, encode_fingerprint(fingerprint), residuals]
+        fields = b"".join([key.to_bytes(self._field_width, "big") for key, _ in splits])
+        args = [mode, max_distance, encode_fingerprint(fingerprint), residuals, fields]
         if record is not None:
             args += self._record_args(record)
-        flat = await self._run(b"check_add", keys, args)
+        flat = await self._run(b"check_add", self._tables, args)
         found = [
             Candidate(flat[i].decode(), decode_fingerprint(flat[i + 1]), flat[i + 2], flat[i + 3])
             for i in range(0, len(flat), 4)
