@@ -226,9 +226,15 @@ class RedisFactory:
 
 
 class LocalCluster:
-    """A real Redis Cluster on loopback: ``primaries`` primaries with one replica each."""
+    """A real Redis Cluster on loopback: ``primaries`` primaries with one replica each.
 
-    def __init__(self, directory: Path, primaries: int = 3) -> None:
+    With ``tls`` every connection is TLS (clients, replication, the cluster bus) and ``password``
+    is required of clients and replicas alike.
+    """
+
+    def __init__(
+        self, directory: Path, primaries: int = 3, *, tls: TLSFiles | None = None, password: str | None = None
+    ) -> None:
         # No 5 s diskless-sync delay, and replica pings every second: Redis 7 leaves a replica out
         # of CLUSTER SLOTS until its offset moves, which would otherwise take 10 s on an idle cluster.
         args = (
@@ -236,10 +242,17 @@ class LocalCluster:
             "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
             "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
         )
+        create = ["redis-cli", "--cluster", "create"]
+        if tls:
+            args += ("--tls-cluster", "yes", "--tls-replication", "yes")
+            create += ["--tls", "--cacert", str(tls.cert)]
+        if password:
+            args += ("--masterauth", password)
+            create += ["-a", password, "--no-auth-warning"]
         self.factory = RedisFactory(directory)
         try:
-            self.nodes = [self.factory.start(*args) for _ in range(2 * primaries)]
-            create = ["redis-cli", "--cluster", "create", *(node.address for node in self.nodes)]
+            self.nodes = [self.factory.start(*args, tls=tls, password=password) for _ in range(2 * primaries)]
+            create += [node.address for node in self.nodes]
             subprocess.run(create + ["--cluster-replicas", "1", "--cluster-yes"], check=True,
                            capture_output=True, timeout=60)
             self.wait_healthy()
@@ -249,7 +262,8 @@ class LocalCluster:
 
     @property
     def url(self) -> str:
-        return f"redis://{self.nodes[0].address}"
+        """The first node's URL (``rediss://`` and the password when so configured)."""
+        return self.nodes[0].url.removesuffix("/0")
 
     @property
     def startup_nodes(self) -> list[tuple[str, int]]:

@@ -13,7 +13,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from pipeline_harness import feed, open_pipeline, simhash_stats
-from redis_servers import LocalCluster, value_of
+from redis_servers import LocalCluster, TLSFiles, value_of
 from scrapy_simhash.index import open_index
 from test_index_contract import *  # noqa: F403 - the contract tests, collected again for the cluster
 from test_index_contract import _record
@@ -29,7 +29,8 @@ def backend():
 
 
 def cluster_url(cluster: LocalCluster) -> str:
-    return "redis+cluster://" + cluster.url.removeprefix("redis://")
+    scheme, _, rest = cluster.url.partition("://")
+    return f"{scheme}+cluster://{rest}"
 
 
 @pytest.fixture
@@ -107,3 +108,36 @@ async def test_a_primary_failover_during_ingestion_loses_nothing(cluster: LocalC
         assert await pipeline.index.index.count() == 40
     finally:
         await pipeline.close_spider()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A cluster whose every connection is TLS, clients and replicas authenticated by a password."""
+    directory = tmp_path_factory.mktemp("tls-cluster")
+    cluster = LocalCluster(directory, tls=TLSFiles.create(directory), password="s3cret/:@")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+async def test_an_index_on_a_tls_cluster_with_a_password(tls_cluster: LocalCluster) -> None:
+    cert = tls_cluster.nodes[0].tls.cert
+    url = f"{cluster_url(tls_cluster)}?ssl_ca_certs={cert}"
+    assert url.startswith("rediss+cluster://:s3cret%2F%3A%40@127.0.0.1:")
+    rng = random.Random(8)
+    index = open_index(url, key_prefix=PREFIX)
+    records = [_record(rng, f"tls-{i}") for i in range(30)]
+    for record in records:
+        assert await index.check_and_add(record, 3) == []
+    near = _record(rng, "near")
+    near.fingerprint = records[7].fingerprint ^ 0b1001
+    assert [c.record_id for c in await index.check_and_add(near, 3)] == ["tls-7"]
+    for record in records:
+        assert await index.remove(record.id)
+    assert await index.count() == 0
+    await index.close()
+    plain = open_index(cluster_url(tls_cluster).replace("rediss+", "redis+"), key_prefix=PREFIX)
+    with pytest.raises(Exception):  # plain TCP to a TLS-only port: no data is exchanged
+        await asyncio.wait_for(plain.count(), 10)
+    await plain.close()
