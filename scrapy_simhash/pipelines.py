@@ -45,7 +45,7 @@ class Page:
 
     id: str
     url: str
-    host: str
+    host: str  # the boilerplate learner's key: "" without the learner, unless SIMHASH_HOST_FIELD names it
     retention: str
     text: str
 
@@ -98,6 +98,8 @@ class SimhashPipeline:
         self.config = config
         self.crawler = crawler
         self.stats = crawler.stats
+        # Bound once: each attribute access on Scrapy's StatsCollector runs its __getattribute__ hook.
+        self._inc = crawler.stats.inc_value
         self.spider_name = crawler.spider.name
         self.fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         self.max_distance, self.layout = decision_parameters(config)
@@ -110,6 +112,7 @@ class SimhashPipeline:
         self._closing: asyncio.Future[None] | None = None
         self._annotation_warned = False
         self._groups: Counter[str] = Counter()
+        self._largest_group = 0
         self._rules: dict[int, Rule] = {}
 
     @classmethod
@@ -167,14 +170,14 @@ class SimhashPipeline:
             await self.index.close()
 
     async def process_item(self, item: Any) -> Any:
-        self.stats.inc_value("simhash/items_seen")
+        self._inc("simhash/items_seen")
         try:
             if not is_item(item):
                 raise BadFieldError(f"{type(item).__name__} is not an item type itemadapter supports")
             adapter = ItemAdapter(item)
             page = self._page(adapter)
         except BadFieldError as exc:
-            self.stats.inc_value("simhash/bad_fields")
+            self._inc("simhash/bad_fields")
             return self._unchecked(item, f"cannot read the item: {exc}")
         try:
             match = await self._judge(page)
@@ -188,18 +191,18 @@ class SimhashPipeline:
         except MergeLogError as exc:
             return self._unchecked(item, str(exc))
         except Exception:  # a bug of ours must not cost the user the item: pass it on, loudly
-            self.stats.inc_value("simhash/internal_errors")
+            self._inc("simhash/internal_errors")
             logger.exception("Could not judge an item; passing it on unchecked", extra={"spider": self.crawler.spider})
             return self._unchecked(item, "internal error (logged above)")
         if match is None:
             return item
-        self.stats.inc_value("simhash/duplicates")
+        self._inc("simhash/duplicates")
         if self.config.action == "drop":
-            self.stats.inc_value("simhash/dropped")
+            self._inc("simhash/dropped")
             raise DropItem(
                 f"near-duplicate of {match.canonical_id} (distance {match.distance}, Jaccard {match.jaccard:.3f})"
             )
-        self.stats.inc_value("simhash/annotated")
+        self._inc("simhash/annotated")
         self._annotate(adapter, match)
         return item
 
@@ -207,7 +210,7 @@ class SimhashPipeline:
         config = self.config
         text, truncated = extract_text(adapter, config.fields, config.html_fields, config.max_chars)
         if truncated:
-            self.stats.inc_value("simhash/truncated")
+            self._inc("simhash/truncated")
         url = field_value(adapter, config.url_field)
         retention = field_value(adapter, config.retention_field) or "default"
         if retention not in self.retention_classes:
@@ -216,13 +219,17 @@ class SimhashPipeline:
         return Page(
             id=field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text)}",
             url=url,
-            host=field_value(adapter, config.host_field) if config.host_field else host_of(url),
+            host=field_value(adapter, config.host_field) if config.host_field else self._host_of(url),
             retention=retention,
             text=text,
         )
 
+    def _host_of(self, url: str) -> str:
+        """The URL's host, which only the boilerplate learner reads (parsing every URL cost ~1%)."""
+        return host_of(url) if self.learner is not None else ""
+
     def _unchecked(self, item: Any, reason: str) -> Any:
-        self.stats.inc_value("simhash/unchecked")
+        self._inc("simhash/unchecked")
         logger.warning(
             "Passing an item on unchecked: %(reason)s", {"reason": reason}, extra={"spider": self.crawler.spider}
         )
@@ -232,7 +239,7 @@ class SimhashPipeline:
         """The canonical record ``page`` duplicates, or None after indexing it as a new canonical."""
         shingling = self.fingerprinter.shingling(page.text)  # the text's one tokenisation
         if shingling.words == 0:
-            self.stats.inc_value("simhash/empty_content")
+            self._inc("simhash/empty_content")
             return None
         if shingling.words < self.config.min_words:
             return await self._judge_exact(page, shingling)
@@ -241,16 +248,16 @@ class SimhashPipeline:
             boilerplate = await self.learner.boilerplate_for(page.host, page.text)
         signature = self.fingerprinter.record_signature(shingling, boilerplate.hashes)
         if signature.fingerprint == 0:  # nothing left beside boilerplate: 0 would match every empty page
-            self.stats.inc_value("simhash/empty_content")
+            self._inc("simhash/empty_content")
             return None
-        self.stats.inc_value("simhash/fingerprinted")
+        self._inc("simhash/fingerprinted")
         record = self._record(page, signature)
         assert self.index is not None
         # Retries pass the same record: the index recognises a write its own timed-out attempt made.
         candidates = await self.index.call("check_and_add", record, self.max_distance)
         rule = self._rule(boilerplate.version)
         for candidate in candidates:
-            self.stats.inc_value("simhash/candidates_checked")
+            self._inc("simhash/candidates_checked")
             similarity = jaccard_hashes(record.shingles, candidate.shingles)
             match = Match(
                 candidate.record_id, candidate.fingerprint, record.fingerprint, candidate.distance, similarity
@@ -258,23 +265,23 @@ class SimhashPipeline:
             if similarity >= self.config.jaccard_threshold:
                 await self._merge(page, match, rule)
                 return match
-            self.stats.inc_value("simhash/false_positives")
+            self._inc("simhash/false_positives")
             await self._log("rejected", page, match, rule)
         if candidates:
             await self.index.call("add", record)
-        self.stats.inc_value("simhash/unique")
+        self._inc("simhash/unique")
         return None
 
     async def _judge_exact(self, page: Page, shingling: Shingling) -> Match | None:
         """Short texts have too few shingles for SimHash to be meaningful: match them exactly instead."""
-        self.stats.inc_value("simhash/short_texts")
+        self._inc("simhash/short_texts")
         record = self._record(page, self.fingerprinter.record_signature(shingling))
         assert self.index is not None
         canonical_id = await self.index.call("check_and_add_exact", record, exact_digest(page.text))
         if canonical_id is None:
-            self.stats.inc_value("simhash/unique")
+            self._inc("simhash/unique")
             return None
-        self.stats.inc_value("simhash/exact_matches")
+        self._inc("simhash/exact_matches")
         # Same normalised text, no boilerplate excluded: the canonical has the very same fingerprint.
         match = Match(canonical_id, record.fingerprint, record.fingerprint, 0, 1.0)
         await self._merge(page, match, self._rule(NO_BOILERPLATE.version))
@@ -313,7 +320,9 @@ class SimhashPipeline:
         if not await self._log("merged", page, match, rule):
             raise MergeLogError(f"the merge of {page.id} into {match.canonical_id} could not be logged")
         group = self._groups[match.canonical_id] = self._groups[match.canonical_id] + 1
-        self.stats.max_value("simhash/largest_group", group)
+        if group > self._largest_group:
+            self._largest_group = group
+            self.stats.max_value("simhash/largest_group", group)
         if group == self.config.max_group_warn + 1:
             logger.warning(
                 "%(canonical)s has collected more than %(limit)d duplicates: probably an empty or failed"
@@ -349,7 +358,7 @@ class SimhashPipeline:
         )
         written = await self._write(self.merge_log, record)
         if self._sampled_for_review(page.id, match.jaccard):
-            self.stats.inc_value("simhash/review_sampled")
+            self._inc("simhash/review_sampled")
             await self._write(self.review_log, record)
         return written
 
@@ -377,7 +386,7 @@ class SimhashPipeline:
         try:
             await log.write(record)
         except Exception:  # a lost audit record must be loud, not fatal to the crawl
-            self.stats.inc_value("simhash/merge_log_errors")
+            self._inc("simhash/merge_log_errors")
             logger.error(
                 "Could not write merge-log record %r", record, exc_info=True, extra={"spider": self.crawler.spider}
             )
@@ -395,7 +404,7 @@ class SimhashPipeline:
             for name, value in fields.items():
                 adapter[name] = value
         except KeyError as exc:  # a scrapy.Item without the fields declared
-            self.stats.inc_value("simhash/annotation_errors")
+            self._inc("simhash/annotation_errors")
             if self._annotation_warned:
                 return
             self._annotation_warned = True
@@ -412,7 +421,7 @@ class SimhashPipeline:
         except IndexUnavailable as exc:
             logger.warning("Index expiry failed: %s", exc, extra={"spider": self.crawler.spider})
             return
-        self.stats.inc_value("simhash/expired", expired)
+        self._inc("simhash/expired", expired)
 
     async def _expire_periodically(self) -> None:
         while True:
