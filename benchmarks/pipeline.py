@@ -11,7 +11,8 @@ fingerprint, one SMEMBERS per band, a pipelined SADD) on the same server in the 
 ``--redis-url`` a throwaway redis-server is started on a free port, since the figures need CONFIG
 RESETSTAT and an otherwise empty server.
 
-Printed: items/s of both and their ratio; EVALSHA and server-side commands per item (INFO
+Printed: items/s of both and their ratio; the CPU time an item costs in this process and in
+redis-server (which side bounds the rate); EVALSHA and server-side commands per item (INFO
 commandstats, which also counts the commands a script runs); round trips per new and per duplicate
 item, counted item by item with MONITOR on the stream's first ``--sample`` items (a fresh index);
 used_memory per kept item. The baseline's per-bit fingerprint makes it slow, so it runs on a prefix
@@ -175,17 +176,18 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
 
 async def run_pipeline(
     redis_url: str, items: Iterable[dict], log_dir: Path, max_distance: str, concurrency: int
-) -> tuple[int, float, dict, str]:
-    """(items, items/s, simhash/* stats, the rule), ``concurrency`` items in flight as in a crawl.
+) -> tuple[int, float, float, dict, str]:
+    """(items, items/s, this process's CPU seconds, simhash/* stats, the rule), ``concurrency`` items
+    in flight as in a crawl.
 
-    Items are built a chunk at a time outside the timed part.
+    Items are built a chunk at a time outside the timed part (wall and CPU time).
     """
     pipeline = await open_pipeline(redis_url, log_dir, max_distance)
     count = 0
-    elapsed = 0.0
+    elapsed = cpu = 0.0
     items = iter(items)
     while chunk := list(islice(items, 1000)):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         pending: set[asyncio.Future] = set()
         for item in chunk:
             if len(pending) >= concurrency:
@@ -193,11 +195,12 @@ async def run_pipeline(
             pending.add(asyncio.ensure_future(process(pipeline, item)))
         await asyncio.gather(*pending)
         elapsed += time.perf_counter() - start
+        cpu += time.process_time() - cpu_start
         count += len(chunk)
     await pipeline.close_spider()
     stats = pipeline.crawler.stats.get_stats()
     rule = f"max distance {pipeline.max_distance}, {pipeline.layout!r}"
-    return count, count / elapsed, {k: v for k, v in stats.items() if k.startswith("simhash/")}, rule
+    return count, count / elapsed, cpu, {k: v for k, v in stats.items() if k.startswith("simhash/")}, rule
 
 
 async def requests_by_outcome(
@@ -260,6 +263,12 @@ def command_counts(admin: redis.Redis) -> Counter:
     for own in ("info", "config|resetstat", "config", "flushall", "memory|usage"):
         counts.pop(own, None)
     return counts
+
+
+def server_cpu(admin: redis.Redis) -> float:
+    """CPU seconds the Redis server has used (user + system, all its threads)."""
+    info = admin.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
 def reset(admin: redis.Redis) -> int:
@@ -337,9 +346,11 @@ def main() -> None:
         base_memory = admin.info("memory")["used_memory"] - empty
 
         empty = reset(admin)
-        count, rate, stats, rule = asyncio.run(
+        server_start = server_cpu(admin)
+        count, rate, client_cpu, stats, rule = asyncio.run(
             run_pipeline(url, stream(args.items), Path(log_dir), args.max_distance, args.concurrency)
         )
+        server_used = server_cpu(admin) - server_start
         commands = command_counts(admin)
         memory = admin.info("memory")["used_memory"] - empty
         kept = count - stats.get("simhash/duplicates", 0)
@@ -364,6 +375,9 @@ def main() -> None:
     print(f"  used_memory/kept item: {base_memory / max(base_kept, 1):.0f} B")
     print(f"\nSimhashPipeline on all {count}, {args.concurrency} in flight: {rate:8.0f} items/s, kept {kept}")
     print(f"  rule: {rule}")
+    # Which side bounds the rate: both share the machine's cores with each other and everything else.
+    print(f"  CPU/item: {1e6 * client_cpu / count:.0f} us in this process (timed part), "
+          f"{1e6 * server_used / count:.0f} us in redis-server (the whole run); wall {1e6 / rate:.0f} us")
     print(f"  EVALSHA/item: {commands['evalsha'] / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
