@@ -22,7 +22,7 @@ import redis
 import redis.asyncio
 from scrapy.exporters import JsonLinesItemExporter
 
-__all__ = ["MergeLog", "MergeLogError", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
+__all__ = ["FIELDS", "MergeLog", "MergeLogError", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +128,11 @@ class FileMergeLog(MergeLog):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
-        # The fields named: the exporter would otherwise work out the populated fields of every record.
-        self._exporter = JsonLinesItemExporter(self._file, ensure_ascii=False, fields_to_export=FIELDS)
+        # The fields named, each written (a record has them all): the exporter would otherwise work out
+        # the populated fields of every record and test each one's presence.
+        self._exporter = JsonLinesItemExporter(
+            self._file, ensure_ascii=False, fields_to_export=FIELDS, export_empty_fields=True
+        )
         self._exporter.start_exporting()
 
     async def write(self, record: dict[str, Any]) -> None:

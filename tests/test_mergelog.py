@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from pipeline_harness import feed, open_pipeline, simhash_stats
-from scrapy_simhash.mergelog import Rule, merge_record, open_merge_log, read_merge_log
+from scrapy_simhash.mergelog import FIELDS, Rule, merge_record, open_merge_log, read_merge_log
 
 DRIVER = Path(__file__).with_name("crawl_stream.py")
 
@@ -39,6 +39,7 @@ def test_record_schema() -> None:
         "timestamp", "decision", "canonical_id", "canonical_url", "duplicate_id", "duplicate_url",
         "canonical_fingerprint", "duplicate_fingerprint", "distance", "jaccard", "rule",
     }
+    assert tuple(r) == FIELDS  # the file writer exports FIELDS only: a field missing there would be lost
     assert r["canonical_fingerprint"] == "fedcba9876543210" and r["duplicate_fingerprint"] == "000000000000001f"
     assert r["timestamp"].endswith("+00:00")
     assert r["rule"] == {"max_distance": 7, "jaccard_threshold": 0.82, "weighting": "frequency",
