@@ -16,8 +16,8 @@ import numpy as np
 
 __all__ = [
     "Fingerprinter",
-    "Shingling",
     "RecordSignature",
+    "Shingling",
     "Signature",
     "UNSEGMENTED_RANGES",
     "band_keys",
@@ -223,6 +223,7 @@ def _sorted_distinct(values: np.ndarray) -> np.ndarray:
 
 
 def _distinct_of_sorted(ordered: np.ndarray) -> np.ndarray:
+    """The first of each run of equal values of sorted ``ordered``."""
     first = np.empty(len(ordered), dtype=bool)
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
