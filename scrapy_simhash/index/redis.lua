@@ -1,23 +1,24 @@
 -- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
--- W, the bytes of a bucket field; FLIP_TABLE, FLIP_BIT and FLIP_POS, byte strings: multi-probe probe j
--- flips key bit FLIP_BIT[j] of table FLIP_TABLE[j], fingerprint bit FLIP_POS[j]; ``layout()``,
--- returning each table's 0-based key and residual bit positions, built only when needed) and
--- ``return batch()``. Key schema: README "The band index".
+-- W, the bytes of a bucket field; FLIP_TABLE and FLIP_BIT, byte strings: multi-probe probe j flips key
+-- bit FLIP_BIT[j] of table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key bit
+-- positions, built only when needed) and ``return batch()``. Key schema: README "The band index".
 --
 -- Table t's buckets are the fields of one hash, P:b:<t - 1>: the field is the bucket key (W bytes,
--- big-endian), the value the residuals of its fingerprints, 8-byte big-endian doubles, concatenated.
--- A lookup reads a table's probed buckets with one HMGET, whatever the number of probes.
+-- big-endian), the value the fingerprints in the bucket, 8 bytes each (big-endian), concatenated.
+-- A lookup reads a table's probed buckets with one HMGET, whatever the number of probes. Each table
+-- hash also holds HASHTABLE under the empty field (a bucket field has W >= 2 bytes): a value over
+-- 64 bytes keeps Redis from storing the hash as a listpack, whose linear field search made a
+-- 17-field HMGET cost ~40 us at 400 buckets, against ~5 us in a hash table at any size.
 --
 -- One script call carries a batch of calls (``batch`` below): ARGV[1] is the key prefix, then per call
 -- its entry point name, key count, argument count and arguments; KEYS are the calls' keys in order.
 -- Every entry point reads its own keys and arguments at offsets into KEYS and ARGV (no copies).
 --
--- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes.
--- Bucket members are residuals (< 2^53, exact as doubles), split into 26-bit halves for bit.bxor.
+-- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes,
+-- read as two 32-bit halves for the bit library (exact as doubles; bit.* works modulo 2^32).
 
-local TWO26 = 67108864
 -- Locals, not globals: the member loop runs these for every bucket member (about 35% faster).
-local band, bxor, rshift, floor, tonumber = bit.band, bit.bxor, bit.rshift, math.floor, tonumber
+local band, bxor, rshift, floor, tonumber, unpack32 = bit.band, bit.bxor, bit.rshift, math.floor, tonumber, struct.unpack
 local P = ARGV[1]
 local FPS, COUNT, EXPIRY, EXACT = P .. ':f', P .. ':n', P .. ':e', P .. ':x'
 
@@ -29,52 +30,28 @@ local function table_key(t)
     return P .. ':b:' .. (t - 1)
 end
 
--- The layout's key and residual bit positions, built once per script call when first needed.
-local KEYPOS, RESPOS
-local function positions()
-    if not KEYPOS then KEYPOS, RESPOS = layout() end
-    return KEYPOS, RESPOS
+local HASHTABLE = 'a value longer than 64 bytes: keeps this hash a hash table, not a listpack'
+
+-- The layout's key bit positions, built once per script call when first needed.
+local KEYPOS
+local function key_positions(t)
+    KEYPOS = KEYPOS or layout()
+    return KEYPOS[t]
 end
 
--- The bucket field and residual member of fingerprint bytes ``fpb`` in table ``t`` (1-based): the
--- values Python's Layout.split gives, needed here to unindex a stored fingerprint.
-local function split(fpb, t)
-    local keypos, respos = positions()
+-- The bucket field of fingerprint bytes ``fpb`` in table ``t`` (1-based): the key Python's
+-- Layout.split gives, needed here to unindex a stored fingerprint.
+local function bucket_field(fpb, t)
     local b = {string.byte(fpb, 1, 8)}
-    local function at(pos)
-        return band(rshift(b[8 - floor(pos / 8)], pos % 8), 1)
-    end
-    local key, r = {}, 0
+    local key = {}
     for i = 1, W do key[i] = 0 end
-    for i, pos in ipairs(keypos[t]) do
-        if at(pos) == 1 then
+    for i, pos in ipairs(key_positions(t)) do
+        if band(rshift(b[8 - floor(pos / 8)], pos % 8), 1) == 1 then
             local byte = W - floor((i - 1) / 8)
             key[byte] = key[byte] + 2 ^ ((i - 1) % 8)
         end
     end
-    for i, pos in ipairs(respos[t]) do
-        if at(pos) == 1 then r = r + 2 ^ (i - 1) end
-    end
-    return string.char(unpack(key)), struct.pack('>d', r)
-end
-
--- The fingerprint bytes that differ from ``fpb`` at key position ``flip`` (-1: none) and at the
--- residual bits of table ``t`` set in ``diff``.
-local function rebuild(fpb, t, flip, diff)
-    local respos = select(2, positions())
-    local b = {string.byte(fpb, 1, 8)}
-    local function toggle(pos)
-        local i = 8 - floor(pos / 8)
-        b[i] = bxor(b[i], 2 ^ (pos % 8))
-    end
-    if flip >= 0 then toggle(flip) end
-    local i = 1
-    while diff > 0 do
-        if diff % 2 == 1 then toggle(respos[t][i]) end
-        diff = floor(diff / 2)
-        i = i + 1
-    end
-    return string.char(unpack(b))
+    return string.char(unpack(key))
 end
 
 -- JSON arrays: cjson encodes an empty table as {}, which Python reads back as "no URLs".
@@ -102,32 +79,35 @@ local function unband(id, fpb)
     end
     redis.call('HDEL', FPS, fpb)
     for t = 1, TABLES do
-        local field, member = split(fpb, t)
+        local field = bucket_field(fpb, t)
         local members = redis.call('HGET', table_key(t), field) or ''
         for at = 1, #members, 8 do
-            if string.sub(members, at, at + 7) == member then
+            if string.sub(members, at, at + 7) == fpb then
                 members = string.sub(members, 1, at - 1) .. string.sub(members, at + 8)
                 break
             end
         end
         if #members > 0 then
             redis.call('HSET', table_key(t), field, members)
-        else
-            redis.call('HDEL', table_key(t), field)
+        elseif redis.call('HDEL', table_key(t), field) == 1 and redis.call('HLEN', table_key(t)) == 1 then
+            redis.call('DEL', table_key(t))  -- only HASHTABLE is left
         end
     end
 end
 
--- The insert buckets are field ``fields[t]`` of table hash KEYS[k + t], ``members[t]`` their new
--- member; ``id_json`` is the JSON list of the id alone, the fingerprint map's value in the common
--- (unshared) case; ``unseen``: a lookup just found nothing at distance 0, so the map has no entry.
-local function enband(id, id_json, fpb, k, fields, members, unseen)
+-- The insert buckets are field ``fields[t]`` of table hash KEYS[k + t]; ``id_json`` is the JSON list
+-- of the id alone, the fingerprint map's value in the common (unshared) case; ``unseen``: a lookup
+-- just found nothing at distance 0, so the map has no entry.
+local function enband(id, id_json, fpb, k, fields, unseen)
     local raw = not unseen and redis.call('HGET', FPS, fpb)
     if not raw then
         redis.call('HSET', FPS, fpb, id_json)
         for t = 1, TABLES do
-            local old = redis.call('HGET', KEYS[k + t], fields[t]) or ''
-            redis.call('HSET', KEYS[k + t], fields[t], old .. members[t])
+            local old = redis.call('HGET', KEYS[k + t], fields[t])
+            if not old and redis.call('EXISTS', KEYS[k + t]) == 0 then
+                redis.call('HSET', KEYS[k + t], '', HASHTABLE)
+            end
+            redis.call('HSET', KEYS[k + t], fields[t], (old or '') .. fpb)
         end
         return
     end
@@ -142,7 +122,7 @@ end
 -- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
 -- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
 -- earliest first-seen.
-local function store(r, digest, k, fields, members, unseen)
+local function store(r, digest, k, fields, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
     local first_seen, urls = r.first_seen, r.urls
@@ -162,7 +142,7 @@ local function store(r, digest, k, fields, members, unseen)
     else
         redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
                    'w', r.write_id)
-        enband(r.id, r.id_json, r.fpb, k, fields, members, unseen)
+        enband(r.id, r.id_json, r.fpb, k, fields, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
@@ -195,22 +175,19 @@ end
 -- Each entry point gets ``k``, ``nk`` and ``a``: its keys are KEYS[k + 1 .. k + nk], its arguments
 -- ARGV[a + 1 ..].
 
--- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, the
--- query's residual in every table (TABLES big-endian doubles, exact below 2^53), its bucket field in
--- every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES table hashes.
--- Returns flat (id, fingerprint, distance, blob)*.
+-- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, its
+-- bucket field in every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES
+-- table hashes. Returns flat (id, fingerprint, distance, blob)*.
 local function check_add(k, nk, a)
-    local mode, maxd, fpb, packed, keys = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-    if mode == 'ca' and stored_by_this_call(a + 6) then return {} end
-    local residuals, fields = {}, {}
-    for t = 1, TABLES do
-        residuals[t] = struct.unpack('>d', packed, 8 * t - 7)
-        fields[t] = string.sub(keys, W * t - W + 1, W * t)
-    end
+    local mode, maxd, fpb, keys = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
+    if mode == 'ca' and stored_by_this_call(a + 5) then return {} end
+    local fields = {}
+    for t = 1, TABLES do fields[t] = string.sub(keys, W * t - W + 1, W * t) end
+    local qhi, qlo = unpack32('>I4I4', fpb)
     local found, out, j = {}, {}, 1
     for t = 1, mode == 'a' and 0 or TABLES do
         -- This table's probes: its insert bucket, then its buckets one key bit away.
-        local probes, flips, bytes = {fields[t]}, {-1}, {string.byte(fields[t], 1, W)}
+        local probes, bytes = {fields[t]}, {string.byte(fields[t], 1, W)}
         while string.byte(FLIP_TABLE, j) == t do
             local bitno = string.byte(FLIP_BIT, j)
             local at = W - floor(bitno / 8)
@@ -218,31 +195,25 @@ local function check_add(k, nk, a)
             bytes[at] = bxor(kept, 2 ^ (bitno % 8))
             probes[#probes + 1] = string.char(unpack(bytes))
             bytes[at] = kept
-            flips[#flips + 1] = string.byte(FLIP_POS, j)
             j = j + 1
         end
-        local q = residuals[t]
-        local qhi = floor(q / TWO26)
-        local qlo = q - qhi * TWO26
         local buckets = redis.call('HMGET', KEYS[k + t], unpack(probes))
         for p = 1, #probes do
-            local members, flip = buckets[p], flips[p]
-            local base = flip >= 0 and 1 or 0
+            local members = buckets[p]
             for at = 1, members and #members or 0, 8 do
-                local v = struct.unpack('>d', members, at)
-                local hi = floor(v / TWO26)
-                local xlo, xhi = bxor(v - hi * TWO26, qlo), bxor(hi, qhi)
+                local hi, lo = unpack32('>I4I4', members, at)
+                local x, y = bxor(lo, qlo), bxor(hi, qhi)
                 -- The popcount of both halves at once, inline (a Lua function call per member cost
                 -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
                 -- the halves add without overflow, then the fields are summed into bytes.
-                local x = xlo - band(rshift(xlo, 1), 0x55555555)
-                local y = xhi - band(rshift(xhi, 1), 0x55555555)
+                x = x - band(rshift(x, 1), 0x55555555)
+                y = y - band(rshift(y, 1), 0x55555555)
                 x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
                     + band(y, 0x33333333) + band(rshift(y, 2), 0x33333333)
                 x = band(x, 0x0F0F0F0F) + band(rshift(x, 4), 0x0F0F0F0F)
                 x = x + rshift(x, 8)
-                local d = base + band(x + rshift(x, 16), 0xFF)
-                if d <= maxd then found[rebuild(fpb, t, flip, xhi * TWO26 + xlo)] = d end
+                local d = band(x + rshift(x, 16), 0xFF)
+                if d <= maxd then found[string.sub(members, at, at + 7)] = d end
             end
         end
     end
@@ -255,9 +226,7 @@ local function check_add(k, nk, a)
         end
     end
     if mode == 'a' or (mode == 'ca' and #out == 0) then
-        local members = {}
-        for t = 1, TABLES do members[t] = string.sub(packed, 8 * t - 7, 8 * t) end
-        store(read_record(a + 6), false, k, fields, members, mode == 'ca')
+        store(read_record(a + 5), false, k, fields, mode == 'ca')
     end
     return out
 end
@@ -269,7 +238,7 @@ local function check_add_exact(k, nk, a)
     local holder = redis.call('HGET', EXACT, digest)
     if holder == ARGV[a + 2] and stored_by_this_call(a + 2) then return false end
     if holder then return holder end
-    store(read_record(a + 2), digest, k, nil, nil, false)
+    store(read_record(a + 2), digest, k, nil, false)
     return false
 end
 

@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import re
-import struct
 from collections.abc import Iterable
 from importlib.resources import files
 from json.encoder import encode_basestring
@@ -38,8 +37,6 @@ logger = logging.getLogger(__name__)
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
 # The key schema (README "The band index"); None before schemas were recorded: one set per bucket.
 _SCHEMA = "2"
-# A bucket member is the fingerprint's residual, a Lua double in the script: exact up to 53 bits.
-_MAX_RESIDUAL_BITS = 53
 _EXPIRE_BATCH = 500
 # Most calls carried by one script call: bounds how long one script holds the server (with 272
 # probes per lookup, 32 calls run for ~15 ms), while the per-script cost is spread over many items.
@@ -66,21 +63,15 @@ def _lua_bytes(values: list[int]) -> str:
 def _lua_layout(layout: Layout) -> str:
     """The layout as Lua, prepended to the script source (see the head of ``redis.lua``)."""
 
-    def tables(positions: list[tuple[int, ...]]) -> str:
-        return "{" + ", ".join("{" + ", ".join(map(str, p)) + "}" for p in positions) + "}"
-
     keys = [layout.key_positions(t) for t in range(layout.tables)]
-    residuals = [layout.residual_positions(t) for t in range(layout.tables)]
-    flips = [(t + 1, i, position) for t in range(layout.tables) for i, position in enumerate(keys[t])]
-    if not layout.multiprobe:
-        flips = []
+    flips = [(t + 1, i) for t in range(layout.tables) for i in range(len(keys[t]))] if layout.multiprobe else []
+    positions = "{" + ", ".join("{" + ", ".join(map(str, p)) + "}" for p in keys) + "}"
     return (
         f"local TABLES = {layout.tables}\n"
         f"local W = {_field_width(layout)}\n"
-        f"local FLIP_TABLE = {_lua_bytes([t for t, _, _ in flips])}\n"
-        f"local FLIP_BIT = {_lua_bytes([i for _, i, _ in flips])}\n"
-        f"local FLIP_POS = {_lua_bytes([p for _, _, p in flips])}\n"
-        f"local function layout()\n    return {tables(keys)},\n        {tables(residuals)}\nend\n"
+        f"local FLIP_TABLE = {_lua_bytes([t for t, _ in flips])}\n"
+        f"local FLIP_BIT = {_lua_bytes([i for _, i in flips])}\n"
+        f"local function layout()\n    return {positions}\nend\n"
     )
 
 
@@ -91,13 +82,6 @@ def _field_width(layout: Layout) -> int:
 
 class RedisIndex(Index):
     def __init__(self, url: str, layout: Layout, retention: Retention, prefix: str) -> None:
-        widest = max(len(layout.residual_positions(t)) for t in range(layout.tables))
-        if widest > _MAX_RESIDUAL_BITS:
-            raise ValueError(
-                f"{layout!r} leaves {widest} bits outside a table key; the Redis index needs at most "
-                f"{_MAX_RESIDUAL_BITS} (keys of >= {layout.bits - _MAX_RESIDUAL_BITS} bits): use fewer bands, "
-                "multi-probe, or more bits per sampled table"
-            )
         self.layout = layout
         self.retention = retention
         self.prefix = prefix
@@ -105,7 +89,6 @@ class RedisIndex(Index):
         self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn batch()")
         self._tables = [f"{prefix}:b:{t}".encode() for t in range(layout.tables)]
         self._field_width = _field_width(layout)
-        self._residuals = struct.Struct(f">{layout.tables}d")
         self._fps_key = f"{prefix}:f".encode()
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
         self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
@@ -263,10 +246,9 @@ class RedisIndex(Index):
     async def _check_add(
         self, mode: bytes, fingerprint: int, max_distance: int, record: Record | None
     ) -> list[Candidate]:
-        splits = self.layout.split(fingerprint)
-        residuals = self._residuals.pack(*[residual for _, residual in splits])
-        fields = b"".join([key.to_bytes(self._field_width, "big") for key, _ in splits])
-        args = [mode, max_distance, encode_fingerprint(fingerprint), residuals, fields]
+        keys = self.layout.split(fingerprint)
+        fields = b"".join([key.to_bytes(self._field_width, "big") for key, _ in keys])
+        args = [mode, max_distance, encode_fingerprint(fingerprint), fields]
         if record is not None:
             args += self._record_args(record)
         flat = await self._run(b"check_add", self._tables, args)
