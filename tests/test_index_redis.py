@@ -191,3 +191,25 @@ async def test_an_index_of_the_earlier_key_schema_is_refused(throwaway_redis):
     admin.close()
     await index.close()
     await fresh.close()
+
+
+async def test_script_calls_go_out_while_earlier_ones_run_and_replies_reach_their_callers(throwaway_redis):
+    """Calls queued while the server is busy are written at once, not after the earlier replies;
+    every reply still reaches its own caller."""
+    index = open_index(throwaway_redis.url, spider="s")
+    records = _records(90, seed=7)
+    await index.add(records[0])  # the layout check, out of the way
+    admin = throwaway_redis.client()
+    sleeping = asyncio.create_task(asyncio.to_thread(admin.execute_command, "DEBUG", "SLEEP", "0.5"))
+    await asyncio.sleep(0.1)
+    waves = []
+    for start in range(0, 90, 30):  # three waves, each written while the earlier ones wait
+        waves.append(asyncio.gather(*(index.add(record) for record in records[start : start + 30])))
+        await asyncio.sleep(0.05)
+    assert len({id(calls) for _, calls in index._in_flight}) >= 3
+    await asyncio.gather(*waves, sleeping)
+    for record in records:
+        near = Record(id=f"near {record.id}", fingerprint=record.fingerprint ^ 0b11, url="u")
+        assert [c.record_id for c in await index.check_and_add(near, 3)] == [record.id]
+    admin.close()
+    await index.close()

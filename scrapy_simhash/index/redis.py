@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 import re
 from collections.abc import Iterable
 from importlib.resources import files
@@ -19,8 +20,9 @@ from json.encoder import encode_basestring
 
 import numpy as np
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
 try:
     import hiredis
@@ -54,6 +56,22 @@ def _pack(connection, commands: list[tuple]) -> bytes | list[bytes]:
     if hiredis is None:
         return connection.pack_commands(commands)
     return b"".join(map(hiredis.pack_command, commands))
+
+
+# One queued call: entry point name, keys, arguments, and the future its reply settles.
+_Call = tuple[bytes, list, list, asyncio.Future]
+
+
+def _settle(calls: list[_Call], reply: list | Exception) -> None:
+    """Settle each call with its reply, or every call with the exception that failed them all."""
+    replies = [reply] * len(calls) if isinstance(reply, Exception) else reply
+    for (*_, future), result in zip(calls, replies):
+        if future.done():
+            continue
+        if isinstance(result, Exception):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
 
 
 def _lua_bytes(values: list[int]) -> str:
@@ -94,8 +112,12 @@ class RedisIndex(Index):
         self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
         self._verified = False
         self._verifying = asyncio.Lock()
-        self._queue: list[tuple[str, list, list, asyncio.Future]] = []
+        self._queue: list[_Call] = []
         self._sender: asyncio.Task | None = None
+        # The connection script calls are written to, and the script calls written and not yet read.
+        self._connection: AbstractConnection | None = None
+        self._in_flight: deque[tuple[AbstractConnection, list[_Call]]] = deque()
+        self._reader: asyncio.Task | None = None
 
     @staticmethod
     def _connect(url: str, prefix: str) -> aioredis.Redis | RedisCluster:
@@ -155,78 +177,109 @@ class RedisIndex(Index):
         return await future
 
     async def _send(self) -> None:
-        """Write queued calls until the queue is empty: up to _CALLS_PER_SCRIPT calls per script call,
-        several script calls per write (EVALSHA; on NOSCRIPT, after a SCRIPT FLUSH or a failover, load
-        the script and send those script calls again: they did not run)."""
+        """Write queued calls until the queue is empty: up to _CALLS_PER_SCRIPT calls per script call
+        (EVALSHA), every script call queued meanwhile in one write."""
         try:
             while self._queue:
                 batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
                 scripts = [batch[i : i + _CALLS_PER_SCRIPT] for i in range(0, len(batch), _CALLS_PER_SCRIPT)]
-                try:
-                    replies = await self._evalsha(scripts)
-                    again = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-                    if again:
-                        await self.client.script_load(self._script.script)
-                        for i, reply in zip(again, await self._evalsha([scripts[i] for i in again])):
-                            replies[i] = reply
-                except Exception as exc:  # the connection failed: every call of the batch did
-                    replies = [exc] * len(scripts)
-                for calls, reply in zip(scripts, replies):
-                    results = [reply] * len(calls) if isinstance(reply, Exception) else reply
-                    for (*_, future), result in zip(calls, results):
-                        if future.done():
-                            continue
-                        if isinstance(result, Exception):
-                            future.set_exception(result)
-                        else:
-                            future.set_result(result)
+                if isinstance(self.client, RedisCluster):
+                    await self._send_to_cluster(scripts)
+                else:
+                    await self._write(scripts)
         finally:
             self._sender = None
 
-    async def _evalsha(self, scripts: list[list[tuple[bytes, list, list, asyncio.Future]]]) -> list:
-        """One reply per script call (a list of its calls' replies, or the ResponseError that failed
-        it), the script calls sent as one write."""
-        commands = []
-        for calls in scripts:
-            keys, args = [], [self.prefix]
-            for name, call_keys, call_args, _ in calls:
-                keys += call_keys
-                args += (name, len(call_keys), len(call_args), *call_args)
-            commands.append(("EVALSHA", self._script.sha, len(keys), *keys, *args))
-        if not isinstance(self.client, RedisCluster):
-            return await self._pipelined(commands)
+    def _command(self, calls: list[_Call]) -> tuple:
+        keys, args = [], [self.prefix]
+        for name, call_keys, call_args, _ in calls:
+            keys += call_keys
+            args += (name, len(call_keys), len(call_args), *call_args)
+        return ("EVALSHA", self._script.sha, len(keys), *keys, *args)
+
+    async def _write(self, scripts: list[list[_Call]]) -> None:
+        """Write script calls to this index's connection without waiting for their replies.
+
+        :meth:`_read_replies` reads them in order, so the next batch goes out while the server still
+        runs this one: the client's work on other items overlaps the server's. Packed by hiredis when
+        installed, without the per-command Python work of redis-py's pipeline object (README "The band
+        index"). Any failure drops the connection and fails every call in flight on it; the guard's
+        retry is safe since check-and-add recognises its own earlier write.
+        """
+        try:
+            if self._connection is None:
+                self._connection = await self.client.connection_pool.get_connection()
+            commands = [self._command(calls) for calls in scripts]
+            # No health check: its PING would read a reply that belongs to a script call in flight.
+            await self._connection.send_packed_command(_pack(self._connection, commands), check_health=False)
+        except Exception as exc:
+            for calls in scripts:
+                _settle(calls, exc)
+            await self._drop_connection(exc)
+            return
+        self._in_flight.extend((self._connection, calls) for calls in scripts)
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+
+    async def _read_replies(self) -> None:
+        """Settle the calls of every script call in flight, in the order they were written (on
+        NOSCRIPT, after a SCRIPT FLUSH or a failover, load the script and write them again: they did
+        not run)."""
+        try:
+            while self._in_flight:
+                connection, calls = self._in_flight[0]
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as exc:  # an error reply: the script call failed as a whole
+                    reply = exc
+                except Exception as exc:  # the connection failed: every call in flight on it did
+                    await self._drop_connection(exc)
+                    continue
+                self._in_flight.popleft()
+                if isinstance(reply, NoScriptError):
+                    try:
+                        await self.client.script_load(self._script.script)
+                    except Exception as exc:
+                        _settle(calls, exc)
+                    else:
+                        await self._write([calls])
+                    continue
+                _settle(calls, reply)
+        finally:
+            self._reader = None
+
+    async def _drop_connection(self, exc: Exception) -> None:
+        """Fail every call in flight and return their connection, closed, to the pool."""
+        failed, self._in_flight = self._in_flight, deque()
+        for _, calls in failed:
+            _settle(calls, exc)
+        connections = {connection for connection, _ in failed} | {self._connection} - {None}
+        self._connection = None
+        for connection in connections:
+            await connection.disconnect()
+            await self.client.connection_pool.release(connection)
+
+    async def _send_to_cluster(self, scripts: list[list[_Call]]) -> None:
+        """The script calls through redis-py's cluster pipeline, which routes each by its keys."""
+        try:
+            replies = await self._cluster_pipeline(scripts)
+            again = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if again:
+                await self.client.script_load(self._script.script)
+                for i, reply in zip(again, await self._cluster_pipeline([scripts[i] for i in again])):
+                    replies[i] = reply
+        except Exception as exc:  # the connection failed: every call of the batch did
+            replies = [exc] * len(scripts)
+        for calls, reply in zip(scripts, replies):
+            _settle(calls, reply)
+
+    async def _cluster_pipeline(self, scripts: list[list[_Call]]) -> list:
         async with self.client.pipeline(transaction=False) as pipe:
-            for command in commands:
+            for calls in scripts:
                 # Not pipe.evalsha(): redis-py's cluster pipeline refuses it by name, yet routes the
                 # command by its keys like any other.
-                pipe.execute_command(*command)
+                pipe.execute_command(*self._command(calls))
             return await pipe.execute(raise_on_error=False)
-
-    async def _pipelined(self, commands: list[tuple]) -> list:
-        """One write of every command, then their replies, on one pooled connection.
-
-        What redis-py's pipeline object would do, without its per-command Python work (argument
-        encoding, command stack, callbacks), which cost more client CPU than the script call's own
-        arguments (README "The band index"); packed by hiredis when installed. Any failure drops the
-        connection, so no unread reply is left for its next user; the guard's retry is safe since
-        check-and-add recognises its own earlier write.
-        """
-        pool = self.client.connection_pool
-        connection = await pool.get_connection()
-        try:
-            await connection.send_packed_command(_pack(connection, commands))
-            replies = []
-            for _ in commands:
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-            return replies
-        except BaseException:
-            await connection.disconnect()
-            raise
-        finally:
-            await pool.release(connection)
 
     def _record_args(self, record: Record) -> list:
         expires = self.retention.expiry(record.retention)
@@ -325,4 +378,5 @@ class RedisIndex(Index):
         return int(await self.client.get(f"{self.prefix}:n") or 0)
 
     async def close(self) -> None:
+        await self._drop_connection(ConnectionError("the index was closed"))
         await self.client.aclose()
