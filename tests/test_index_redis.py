@@ -142,7 +142,7 @@ async def test_a_call_whose_reply_was_lost_is_not_its_own_duplicate_when_retried
 
 
 async def test_calls_in_flight_share_one_script_call_and_fail_alone(throwaway_redis):
-    """Concurrent calls travel as one EVALSHA; a call that fails on the server fails alone."""
+    """Concurrent calls share an EVALSHA; a call that fails on the server fails alone."""
     index = open_index(throwaway_redis.url, spider="s")
     a, b, c = _records(3, seed=4)
     await index.add(a)
@@ -150,13 +150,14 @@ async def test_calls_in_flight_share_one_script_call_and_fail_alone(throwaway_re
     admin = throwaway_redis.client()
     admin.hset(f"simhash:{{s}}:r:{a.id}", "u", "not json")  # merging into ``a`` now fails in the script
     admin.config_resetstat()
-    merged_a, merged_b, added_c = await asyncio.gather(
-        index.merge(a.id, "https://mirror.example/a", 1.0),
+    # The first call goes out at once, alone; the two queued behind it share one script call.
+    merged_b, merged_a, added_c = await asyncio.gather(
         index.merge(b.id, "https://mirror.example/b", 1.0),
+        index.merge(a.id, "https://mirror.example/a", 1.0),
         index.check_and_add(c, 3),
         return_exceptions=True,
     )
-    assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
+    assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] == 2
     assert isinstance(merged_a, redis.ResponseError) and "expected value" in str(merged_a).lower()
     assert merged_b is None and added_c == []
     assert (await index.get(b.id)).urls == (b.url, "https://mirror.example/b")
@@ -194,8 +195,9 @@ async def test_an_index_of_the_earlier_key_schema_is_refused(throwaway_redis):
 
 
 async def test_script_calls_go_out_while_earlier_ones_run_and_replies_reach_their_callers(throwaway_redis):
-    """Calls queued while the server is busy are written at once, not after the earlier replies;
-    every reply still reaches its own caller."""
+    """A call is written at once while fewer than two script calls are in flight (the first call
+    alone, the calls queued behind it together); beyond that calls wait for a reply and then go out
+    together. Every reply reaches its own caller."""
     index = open_index(throwaway_redis.url, spider="s")
     records = _records(90, seed=7)
     await index.add(records[0])  # the layout check, out of the way
@@ -206,10 +208,38 @@ async def test_script_calls_go_out_while_earlier_ones_run_and_replies_reach_thei
     for start in range(0, 90, 30):  # three waves, each written while the earlier ones wait
         waves.append(asyncio.gather(*(index.add(record) for record in records[start : start + 30])))
         await asyncio.sleep(0.05)
-    assert len({id(calls) for _, calls in index._in_flight}) >= 3
+    assert [len(calls) for _, calls in index._in_flight] == [1, 29]
+    assert len(index._queue) == 60
     await asyncio.gather(*waves, sleeping)
     for record in records:
         near = Record(id=f"near {record.id}", fingerprint=record.fingerprint ^ 0b11, url="u")
         assert [c.record_id for c in await index.check_and_add(near, 3)] == [record.id]
+    admin.close()
+    await index.close()
+
+
+async def test_a_cancelled_writer_leaves_no_call_waiting(throwaway_redis):
+    """The first caller writes for everyone queued behind it; cancelled mid-write (the server asleep,
+    the socket full), it must not leave their calls waiting for ever, nor the connection half-used."""
+    index = open_index(throwaway_redis.url, spider="s")
+    records = _records(6, seed=9)
+    for record in records:
+        record.shingles = np.arange(record.fingerprint % 3, 3_000_000, 3, dtype=np.uint32)  # ~2.5 MB blobs
+    await index.add(Record(id="first", fingerprint=1))  # the layout check, out of the way
+    admin = throwaway_redis.client()
+    sleeping = asyncio.create_task(asyncio.to_thread(admin.execute_command, "DEBUG", "SLEEP", "1"))
+    await asyncio.sleep(0.2)
+    tasks = [asyncio.create_task(index.add(record)) for record in records]
+    await asyncio.sleep(0.2)  # the first task is the writer, stuck in its write
+    assert not tasks[0].done()
+    tasks[0].cancel()
+    done, pending = await asyncio.wait(tasks, timeout=10)
+    await sleeping
+    assert not pending and tasks[0].cancelled()
+    for task in tasks[1:]:
+        assert task.exception() is None or isinstance(task.exception(), redis.ConnectionError)
+    for record, task in zip(records[1:], tasks[1:]):  # the index still answers, on a fresh connection
+        if task.exception() is None:  # (a failed call may still have run: its reply was lost)
+            assert await index.get(record.id) is not None
     admin.close()
     await index.close()

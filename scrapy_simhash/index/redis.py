@@ -43,6 +43,8 @@ _EXPIRE_BATCH = 500
 # Most calls carried by one script call: bounds how long one script holds the server (with 272
 # probes per lookup, 32 calls run for ~15 ms), while the per-script cost is spread over many items.
 _CALLS_PER_SCRIPT = 32
+# Script calls in flight below which a call is written at once; beyond, calls wait for a reply.
+_IN_FLIGHT = 2
 # Most calls written at once (several script calls in one pipeline).
 _MAX_BATCH = 256
 
@@ -172,8 +174,17 @@ class RedisIndex(Index):
         args = [arg.encode() if isinstance(arg, str) else arg for arg in args]
         future = asyncio.get_running_loop().create_future()
         self._queue.append((name, keys or [self._fps_key], args, future))
-        if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send())
+        # Written now, before the other items ready to run take their turn, so that the server works
+        # on this call while the client works on them; else the running writer or the next reply
+        # (_read_replies) writes it, with every call queued meanwhile.
+        if self._sender is None and len(self._in_flight) < _IN_FLIGHT:
+            self._sender = asyncio.current_task()
+            try:
+                await self._send()
+            except asyncio.CancelledError:
+                if future.done() and not future.cancelled():
+                    future.exception()  # settled by the failed write; nobody will await it now
+                raise
         return await future
 
     async def _send(self) -> None:
@@ -189,6 +200,8 @@ class RedisIndex(Index):
                     await self._write(scripts)
         finally:
             self._sender = None
+            if self._queue:  # left by a cancelled writer: hand the rest to a task of its own
+                self._sender = asyncio.get_running_loop().create_task(self._send())
 
     def _command(self, calls: list[_Call]) -> tuple:
         keys, args = [], [self.prefix]
@@ -208,18 +221,27 @@ class RedisIndex(Index):
         """
         try:
             if self._connection is None:
-                self._connection = await self.client.connection_pool.get_connection()
-            commands = [self._command(calls) for calls in scripts]
+                # A connection of the index's own, never in the pool: a reader still waiting on a
+                # dropped one must not disturb its next user.
+                self._connection = self.client.connection_pool.make_connection()
+            connection = self._connection
+            if not connection.is_connected:
+                await connection.connect()
+            packed = _pack(connection, [self._command(calls) for calls in scripts])
+            # In flight before the write: once any byte is out, only a reply or a dropped connection
+            # may settle these calls (even if this writer is cancelled).
+            self._in_flight.extend((connection, calls) for calls in scripts)
+            if self._reader is None:
+                self._reader = asyncio.get_running_loop().create_task(self._read_replies())
             # No health check: its PING would read a reply that belongs to a script call in flight.
-            await self._connection.send_packed_command(_pack(self._connection, commands), check_health=False)
-        except Exception as exc:
-            for calls in scripts:
-                _settle(calls, exc)
-            await self._drop_connection(exc)
-            return
-        self._in_flight.extend((self._connection, calls) for calls in scripts)
-        if self._reader is None:
-            self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+            await connection.send_packed_command(packed, check_health=False)
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else ConnectionError("a write was cancelled")
+            await self._drop(self._connection, failure)
+            for calls in scripts:  # not yet in flight when the connection could not be had
+                _settle(calls, failure)
+            if failure is not exc:
+                raise
 
     async def _read_replies(self) -> None:
         """Settle the calls of every script call in flight, in the order they were written (on
@@ -233,9 +255,11 @@ class RedisIndex(Index):
                 except ResponseError as exc:  # an error reply: the script call failed as a whole
                     reply = exc
                 except Exception as exc:  # the connection failed: every call in flight on it did
-                    await self._drop_connection(exc)
+                    await self._drop(connection, exc)
                     continue
                 self._in_flight.popleft()
+                if self._queue and self._sender is None:
+                    self._sender = asyncio.get_running_loop().create_task(self._send())
                 if isinstance(reply, NoScriptError):
                     try:
                         await self.client.script_load(self._script.script)
@@ -248,16 +272,23 @@ class RedisIndex(Index):
         finally:
             self._reader = None
 
-    async def _drop_connection(self, exc: Exception) -> None:
-        """Fail every call in flight and return their connection, closed, to the pool."""
-        failed, self._in_flight = self._in_flight, deque()
-        for _, calls in failed:
-            _settle(calls, exc)
-        connections = {connection for connection, _ in failed} | {self._connection} - {None}
-        self._connection = None
-        for connection in connections:
-            await connection.disconnect()
-            await self.client.connection_pool.release(connection)
+    async def _drop(self, connection: AbstractConnection | None, exc: Exception) -> None:
+        """Fail every call in flight on ``connection`` and close it (once: the writer and the reader
+        may both see it fail)."""
+        if connection is None:
+            return
+        if connection is not self._connection and all(c is not connection for c, _ in self._in_flight):
+            return  # dropped already
+        kept = deque()
+        for entry in self._in_flight:
+            if entry[0] is connection:
+                _settle(entry[1], exc)
+            else:
+                kept.append(entry)
+        self._in_flight = kept
+        if self._connection is connection:
+            self._connection = None
+        await connection.disconnect()
 
     async def _send_to_cluster(self, scripts: list[list[_Call]]) -> None:
         """The script calls through redis-py's cluster pipeline, which routes each by its keys."""
@@ -378,5 +409,5 @@ class RedisIndex(Index):
         return int(await self.client.get(f"{self.prefix}:n") or 0)
 
     async def close(self) -> None:
-        await self._drop_connection(ConnectionError("the index was closed"))
+        await self._drop(self._connection, ConnectionError("the index was closed"))
         await self.client.aclose()
