@@ -36,9 +36,10 @@ def copy_of(item: dict) -> dict:
     return {"url": item["url"] + "/copy", "body_text": item["body_text"]}
 
 
-def fault_settings(server: RedisServer, tmp_path, **extra) -> dict:
+def fault_settings(server: RedisServer, tmp_path, *, socket_timeout: float | None = None, **extra) -> dict:
+    """Settings for a pipeline on ``server``; ``socket_timeout`` (seconds) makes its client give up sooner."""
     return {
-        "SIMHASH_INDEX_URL": server.url,
+        "SIMHASH_INDEX_URL": server.url if socket_timeout is None else f"{server.url}?socket_timeout={socket_timeout}",
         "SIMHASH_INDEX_RETRIES": RETRIES,
         "SIMHASH_INDEX_RETRY_DELAY": DELAY,
         "SIMHASH_HTML_FIELDS": [],
@@ -145,8 +146,7 @@ async def test_a_call_that_timed_out_but_ran_does_not_make_the_item_its_own_dupl
     """DEBUG SLEEP longer than the socket timeout: the client gives up, the server still runs the
     call afterwards, and the retry finds the record that call stored. That record is this item: it
     must be kept, and only a later crawl of the same page is a duplicate."""
-    url = throwaway_redis.url + "?socket_timeout=0.2"
-    settings = fault_settings(throwaway_redis, tmp_path, SIMHASH_INDEX_URL=url, SIMHASH_INDEX_RETRIES=6,
+    settings = fault_settings(throwaway_redis, tmp_path, socket_timeout=0.2, SIMHASH_INDEX_RETRIES=6,
                               SIMHASH_INDEX_RETRY_DELAY=0.2)
     pipeline = await open_pipeline(settings)
     try:
@@ -165,8 +165,7 @@ async def test_a_call_that_timed_out_but_ran_does_not_make_the_item_its_own_dupl
 
 async def test_a_pause_longer_than_the_socket_timeout_is_retried(throwaway_redis, tmp_path, pages) -> None:
     """CLIENT PAUSE outlasting the client's socket timeout: attempts time out, a later one succeeds."""
-    url = throwaway_redis.url + "?socket_timeout=0.2"
-    settings = fault_settings(throwaway_redis, tmp_path, SIMHASH_INDEX_URL=url, SIMHASH_INDEX_RETRIES=6,
+    settings = fault_settings(throwaway_redis, tmp_path, socket_timeout=0.2, SIMHASH_INDEX_RETRIES=6,
                               SIMHASH_INDEX_RETRY_DELAY=0.1)
     pipeline = await open_pipeline(settings)
     try:
@@ -185,8 +184,7 @@ async def test_a_frozen_redis_never_hangs_the_pipeline(throwaway_redis, tmp_path
     """SIGSTOP: the server accepts connections and never answers. Each attempt ends at the socket
     timeout (redis-py's default is 5 s; 0.3 s here to keep the test short), then the item is passed
     on unchecked."""
-    url = throwaway_redis.url + "?socket_timeout=0.3"
-    pipeline = await open_pipeline(fault_settings(throwaway_redis, tmp_path, SIMHASH_INDEX_URL=url))
+    pipeline = await open_pipeline(fault_settings(throwaway_redis, tmp_path, socket_timeout=0.3))
     try:
         await feed_all(pipeline, pages[:2])
         throwaway_redis.process.send_signal(signal.SIGSTOP)
