@@ -28,6 +28,7 @@ import redis
 from pipeline import throwaway_redis
 from scrapy_simhash.index import Record, open_index
 from scrapy_simhash.index.codec import to_signed
+from scrapy_simhash.index.redis import field_width
 from scrapy_simhash.layout import BlockLayout, Layout, SampledLayout
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -63,7 +64,7 @@ def scanned_counter(backend: str, location: str, prefix: str, layout: Layout):
         return count
     client = redis.Redis.from_url(location)
 
-    width = max(-(-len(layout.key_positions(t)) // 8) for t in range(layout.tables))
+    width = field_width(layout)
 
     def count(fp: int) -> int:
         # Table t's buckets are fields of the hash P:b:<t>, 8 bytes a member (README "The band index").

@@ -79,8 +79,8 @@ local function unband(id, fpb)
     end
     redis.call('HDEL', FPS, fpb)
     for t = 1, TABLES do
-        local field = bucket_field(fpb, t)
-        local members = redis.call('HGET', table_key(t), field) or ''
+        local hash, field = table_key(t), bucket_field(fpb, t)
+        local members = redis.call('HGET', hash, field) or ''
         for at = 1, #members, 8 do
             if string.sub(members, at, at + 7) == fpb then
                 members = string.sub(members, 1, at - 1) .. string.sub(members, at + 8)
@@ -88,9 +88,9 @@ local function unband(id, fpb)
             end
         end
         if #members > 0 then
-            redis.call('HSET', table_key(t), field, members)
-        elseif redis.call('HDEL', table_key(t), field) == 1 and redis.call('HLEN', table_key(t)) == 1 then
-            redis.call('DEL', table_key(t))  -- only HASHTABLE is left
+            redis.call('HSET', hash, field, members)
+        elseif redis.call('HDEL', hash, field) == 1 and redis.call('HLEN', hash) == 1 then
+            redis.call('DEL', hash)  -- only HASHTABLE is left
         end
     end
 end

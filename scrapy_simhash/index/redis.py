@@ -2,9 +2,10 @@
 
 The script (``redis.lua``) reads the probed buckets, keeps members within the distance, answers with
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
-step, so two crawler processes cannot both become canonical. Calls made while others are in flight
-travel together: up to 32 in one script call, several script calls in one write, which spreads the
-per-command costs of client and server over many items. Key schema: README "The band index".
+step, so two crawler processes cannot both become canonical. A call is written by its caller at once
+while the server has little in flight; beyond that, calls queue and travel together (up to 32 in one
+script call, several script calls in one write), which spreads the per-command costs of client and
+server over many items. Key schema: README "The band index".
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import deque
 import re
+from collections import deque
 from collections.abc import Iterable
 from importlib.resources import files
 from json.encoder import encode_basestring
@@ -88,15 +89,15 @@ def _lua_layout(layout: Layout) -> str:
     positions = "{" + ", ".join("{" + ", ".join(map(str, p)) + "}" for p in keys) + "}"
     return (
         f"local TABLES = {layout.tables}\n"
-        f"local W = {_field_width(layout)}\n"
+        f"local W = {field_width(layout)}\n"
         f"local FLIP_TABLE = {_lua_bytes([t for t, _ in flips])}\n"
         f"local FLIP_BIT = {_lua_bytes([i for _, i in flips])}\n"
         f"local function layout()\n    return {positions}\nend\n"
     )
 
 
-def _field_width(layout: Layout) -> int:
-    """Bytes of a bucket field: the widest table key, big-endian."""
+def field_width(layout: Layout) -> int:
+    """Bytes of a bucket field (the key of a bucket in its table's hash): the widest table key, big-endian."""
     return max(-(-len(layout.key_positions(t)) // 8) for t in range(layout.tables))
 
 
@@ -108,7 +109,7 @@ class RedisIndex(Index):
         self.client = self._connect(url, prefix)
         self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn batch()")
         self._tables = [f"{prefix}:b:{t}".encode() for t in range(layout.tables)]
-        self._field_width = _field_width(layout)
+        self._field_width = field_width(layout)
         self._fps_key = f"{prefix}:f".encode()
         # For merges: class -> TTL, false for "keep for good" (cjson reads JSON null as a userdata).
         self._ttls = json.dumps({name: False if ttl is None else ttl for name, ttl in retention.classes.items()})
@@ -330,8 +331,7 @@ class RedisIndex(Index):
     async def _check_add(
         self, mode: bytes, fingerprint: int, max_distance: int, record: Record | None
     ) -> list[Candidate]:
-        keys = self.layout.split(fingerprint)
-        fields = b"".join([key.to_bytes(self._field_width, "big") for key, _ in keys])
+        fields = b"".join([key.to_bytes(self._field_width, "big") for key, _ in self.layout.split(fingerprint)])
         args = [mode, max_distance, encode_fingerprint(fingerprint), fields]
         if record is not None:
             args += self._record_args(record)
