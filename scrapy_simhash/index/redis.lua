@@ -1,7 +1,7 @@
 -- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
 -- W, the bytes of a bucket field; FLIP_TABLE and FLIP_BIT, byte strings: multi-probe probe j flips key
 -- bit FLIP_BIT[j] of table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key bit
--- positions, built only when needed) and ``return batch()``. Key schema: README "The band index".
+-- positions, built only when needed) and ``return ENTRY_POINTS[ARGV[2]]()``. Key schema: README "The band index".
 --
 -- Table t's buckets are the fields of one hash, P:b:<t - 1>: the field is the bucket key (W bytes,
 -- big-endian), the value the fingerprints in the bucket, 8 bytes each (big-endian), concatenated.
@@ -10,9 +10,8 @@
 -- 64 bytes keeps Redis from storing the hash as a listpack, whose linear field search made a
 -- 17-field HMGET cost ~40 us at 400 buckets, against ~5 us in a hash table at any size.
 --
--- One script call carries a batch of calls (``batch`` below): ARGV[1] is the key prefix, then per call
--- its entry point name, key count, argument count and arguments; KEYS are the calls' keys in order.
--- Every entry point reads its own keys and arguments at offsets into KEYS and ARGV (no copies).
+-- One script call is one call of an entry point (``ENTRY_POINTS`` at the end): ARGV[1] is the key
+-- prefix, ARGV[2] the entry point's name, its arguments start at ARGV[3].
 --
 -- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes,
 -- read as two 32-bit halves for the bit library (exact as doubles; bit.* works modulo 2^32).
@@ -95,19 +94,19 @@ local function unband(id, fpb)
     end
 end
 
--- The insert buckets are field ``fields[t]`` of table hash KEYS[k + t]; ``id_json`` is the JSON list
+-- The insert buckets are field ``fields[t]`` of table hash KEYS[t]; ``id_json`` is the JSON list
 -- of the id alone, the fingerprint map's value in the common (unshared) case; ``unseen``: a lookup
 -- just found nothing at distance 0, so the map has no entry.
-local function enband(id, id_json, fpb, k, fields, unseen)
+local function enband(id, id_json, fpb, fields, unseen)
     local raw = not unseen and redis.call('HGET', FPS, fpb)
     if not raw then
         redis.call('HSET', FPS, fpb, id_json)
         for t = 1, TABLES do
-            local old = redis.call('HGET', KEYS[k + t], fields[t])
-            if not old and redis.call('EXISTS', KEYS[k + t]) == 0 then
-                redis.call('HSET', KEYS[k + t], '', HASHTABLE)
+            local old = redis.call('HGET', KEYS[t], fields[t])
+            if not old and redis.call('EXISTS', KEYS[t]) == 0 then
+                redis.call('HSET', KEYS[t], '', HASHTABLE)
             end
-            redis.call('HSET', KEYS[k + t], fields[t], (old or '') .. fpb)
+            redis.call('HSET', KEYS[t], fields[t], (old or '') .. fpb)
         end
         return
     end
@@ -122,7 +121,7 @@ end
 -- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
 -- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
 -- earliest first-seen.
-local function store(r, digest, k, fields, unseen)
+local function store(r, digest, fields, unseen)
     local key = record_key(r.id)
     local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
     local first_seen, urls = r.first_seen, r.urls
@@ -142,7 +141,7 @@ local function store(r, digest, k, fields, unseen)
     else
         redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
                    'w', r.write_id)
-        enband(r.id, r.id_json, r.fpb, k, fields, unseen)
+        enband(r.id, r.id_json, r.fpb, fields, unseen)
     end
     if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
 end
@@ -172,15 +171,12 @@ local function erase(id)
     return 1
 end
 
--- Each entry point gets ``k``, ``nk`` and ``a``: its keys are KEYS[k + 1 .. k + nk], its arguments
--- ARGV[a + 1 ..].
-
 -- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, its
 -- bucket field in every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES
 -- table hashes. Returns flat (id, fingerprint, distance, blob)*.
-local function check_add(k, nk, a)
-    local mode, maxd, fpb, keys = ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3], ARGV[a + 4]
-    if mode == 'ca' and stored_by_this_call(a + 5) then return {} end
+local function check_add()
+    local mode, maxd, fpb, keys = ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+    if mode == 'ca' and stored_by_this_call(7) then return {} end
     local fields = {}
     for t = 1, TABLES do fields[t] = string.sub(keys, W * t - W + 1, W * t) end
     local qhi, qlo = unpack32('>I4I4', fpb)
@@ -197,7 +193,7 @@ local function check_add(k, nk, a)
             bytes[at] = kept
             j = j + 1
         end
-        local buckets = redis.call('HMGET', KEYS[k + t], unpack(probes))
+        local buckets = redis.call('HMGET', KEYS[t], unpack(probes))
         for p = 1, #probes do
             local members = buckets[p]
             for at = 1, members and #members or 0, 8 do
@@ -226,25 +222,25 @@ local function check_add(k, nk, a)
         end
     end
     if mode == 'a' or (mode == 'ca' and #out == 0) then
-        store(read_record(a + 5), false, k, fields, mode == 'ca')
+        store(read_record(7), false, fields, mode == 'ca')
     end
     return out
 end
 
 -- Arguments: digest, record. The id already holding the digest, or false after storing the record
 -- (or after finding it stored by an earlier attempt of this call).
-local function check_add_exact(k, nk, a)
-    local digest = ARGV[a + 1]
+local function check_add_exact()
+    local digest = ARGV[3]
     local holder = redis.call('HGET', EXACT, digest)
-    if holder == ARGV[a + 2] and stored_by_this_call(a + 2) then return false end
+    if holder == ARGV[4] and stored_by_this_call(4) then return false end
     if holder then return holder end
-    store(read_record(a + 2), digest, k, nil, false)
+    store(read_record(4), digest, nil, false)
     return false
 end
 
 -- Arguments: id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
-local function merge(k, nk, a)
-    local id, url, first_seen, now, ttls = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+local function merge()
+    local id, url, first_seen, now, ttls = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
     local key = record_key(id)
     local old = redis.call('HMGET', key, 't', 'u', 'c')
     if not old[1] then return 0 end
@@ -260,32 +256,16 @@ local function merge(k, nk, a)
 end
 
 -- Arguments: id.
-local function remove(k, nk, a)
-    return erase(ARGV[a + 1])
+local function remove()
+    return erase(ARGV[3])
 end
 
 -- Arguments: now, limit. Erases up to ``limit`` expired records; returns how many.
-local function expire(k, nk, a)
-    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[a + 1], 'LIMIT', 0, tonumber(ARGV[a + 2]))
+local function expire()
+    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
     for _, id in ipairs(due) do erase(id) end
     return #due
 end
 
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, merge = merge, remove = remove,
                       expire = expire}
-
--- Runs every call of the batch in order; returns one reply per call. A call that fails becomes an
--- error reply of its own, so that one bad call does not fail the calls batched with it.
-local function batch()
-    local out, k, a = {}, 0, 1
-    while a < #ARGV do
-        local name, nk, na = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-        local ok, reply = pcall(ENTRY_POINTS[name], k, nk, a + 3)
-        if not ok then
-            reply = type(reply) == 'table' and reply or {err = 'ERR ' .. tostring(reply)}
-        end
-        out[#out + 1] = reply
-        k, a = k + nk, a + 3 + na
-    end
-    return out
-end

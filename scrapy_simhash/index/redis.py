@@ -1,11 +1,10 @@
-"""The shared band index on Redis: a check-and-add is one call of a Lua script, batched with others in flight.
+"""The shared band index on Redis: a check-and-add is one call of a Lua script, pipelined with others in flight.
 
 The script (``redis.lua``) reads the probed buckets, keeps members within the distance, answers with
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
 step, so two crawler processes cannot both become canonical. A call is written by its caller at once
-while the server has little in flight; beyond that, calls queue and travel together (up to 32 in one
-script call, several script calls in one write), which spreads the per-command costs of client and
-server over many items. Key schema: README "The band index".
+while few are in flight; beyond that, calls queue and go out together in one write when a reply
+comes back. Key schema: README "The band index".
 """
 
 from __future__ import annotations
@@ -41,13 +40,12 @@ _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="u
 # The key schema (README "The band index"); None before schemas were recorded: one set per bucket.
 _SCHEMA = "2"
 _EXPIRE_BATCH = 500
-# Most calls carried by one script call: bounds how long one script holds the server (with 272
-# probes per lookup, 32 calls run for ~15 ms), while the per-script cost is spread over many items.
-_CALLS_PER_SCRIPT = 32
-# Script calls in flight below which a call is written at once; beyond, calls wait for a reply.
-_IN_FLIGHT = 2
-# Most calls written at once (several script calls in one pipeline).
-_MAX_BATCH = 256
+# Calls in flight below which a call is written at once; beyond, calls queue until a reply comes
+# back and then go out in one write (benchmarks/pipeline.py and redis_roundtrip.py measured 2, 4, 16
+# and 64: README "The band index").
+_IN_FLIGHT = 16
+# Most calls written at once.
+_MAX_WRITE = 256
 
 
 def _json_strings(values: Iterable[str]) -> str:
@@ -65,16 +63,15 @@ def _pack(connection, commands: list[tuple]) -> bytes | list[bytes]:
 _Call = tuple[bytes, list, list, asyncio.Future]
 
 
-def _settle(calls: list[_Call], reply: list | Exception) -> None:
-    """Settle each call with its reply, or every call with the exception that failed them all."""
-    replies = [reply] * len(calls) if isinstance(reply, Exception) else reply
-    for (*_, future), result in zip(calls, replies):
-        if future.done():
-            continue
-        if isinstance(result, Exception):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
+def _settle(call: _Call, reply: object) -> None:
+    """Settle ``call`` with its reply, an exception included (an error reply, a failed connection)."""
+    future = call[-1]
+    if future.done():
+        return
+    if isinstance(reply, Exception):
+        future.set_exception(reply)
+    else:
+        future.set_result(reply)
 
 
 def _lua_bytes(values: list[int]) -> str:
@@ -107,7 +104,7 @@ class RedisIndex(Index):
         self.retention = retention
         self.prefix = prefix
         self.client = self._connect(url, prefix)
-        self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn batch()")
+        self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn ENTRY_POINTS[ARGV[2]]()")
         self._tables = [f"{prefix}:b:{t}".encode() for t in range(layout.tables)]
         self._field_width = field_width(layout)
         self._fps_key = f"{prefix}:f".encode()
@@ -117,9 +114,9 @@ class RedisIndex(Index):
         self._verifying = asyncio.Lock()
         self._queue: list[_Call] = []
         self._sender: asyncio.Task | None = None
-        # The connection script calls are written to, and the script calls written and not yet read.
+        # The connection script calls are written to, and the calls written and not yet read.
         self._connection: AbstractConnection | None = None
-        self._in_flight: deque[tuple[AbstractConnection, list[_Call]]] = deque()
+        self._in_flight: deque[tuple[AbstractConnection, _Call]] = deque()
         self._reader: asyncio.Task | None = None
 
     @staticmethod
@@ -170,7 +167,7 @@ class RedisIndex(Index):
         """Run entry point ``name`` of the script: queued, and sent with every call queued meanwhile."""
         await self._ready()
         # Encoded here, so that a value that cannot be sent (a lone surrogate in an id) fails this
-        # call alone rather than the whole batch it would have joined. A call without keys of its
+        # call alone rather than the whole write it would have joined. A call without keys of its
         # own names the fingerprint map, so that a cluster routes it to this index's slot.
         args = [arg.encode() if isinstance(arg, str) else arg for arg in args]
         future = asyncio.get_running_loop().create_future()
@@ -189,33 +186,28 @@ class RedisIndex(Index):
         return await future
 
     async def _send(self) -> None:
-        """Write queued calls until the queue is empty: up to _CALLS_PER_SCRIPT calls per script call
-        (EVALSHA), every script call queued meanwhile in one write."""
+        """Write queued calls until the queue is empty, up to _MAX_WRITE script calls (EVALSHA) per write."""
         try:
             while self._queue:
-                batch, self._queue = self._queue[:_MAX_BATCH], self._queue[_MAX_BATCH:]
-                scripts = [batch[i : i + _CALLS_PER_SCRIPT] for i in range(0, len(batch), _CALLS_PER_SCRIPT)]
+                calls, self._queue = self._queue[:_MAX_WRITE], self._queue[_MAX_WRITE:]
                 if isinstance(self.client, RedisCluster):
-                    await self._send_to_cluster(scripts)
+                    await self._send_to_cluster(calls)
                 else:
-                    await self._write(scripts)
+                    await self._write(calls)
         finally:
             self._sender = None
             if self._queue:  # left by a cancelled writer: hand the rest to a task of its own
                 self._sender = asyncio.get_running_loop().create_task(self._send())
 
-    def _command(self, calls: list[_Call]) -> tuple:
-        keys, args = [], [self.prefix]
-        for name, call_keys, call_args, _ in calls:
-            keys += call_keys
-            args += (name, len(call_keys), len(call_args), *call_args)
-        return ("EVALSHA", self._script.sha, len(keys), *keys, *args)
+    def _command(self, call: _Call) -> tuple:
+        name, keys, args, _ = call
+        return ("EVALSHA", self._script.sha, len(keys), *keys, self.prefix, name, *args)
 
-    async def _write(self, scripts: list[list[_Call]]) -> None:
+    async def _write(self, calls: list[_Call]) -> None:
         """Write script calls to this index's connection without waiting for their replies.
 
-        :meth:`_read_replies` reads them in order, so the next batch goes out while the server still
-        runs this one: the client's work on other items overlaps the server's. Packed by hiredis when
+        :meth:`_read_replies` reads them in order, so the next calls go out while the server still
+        runs these: the client's work on other items overlaps the server's. Packed by hiredis when
         installed, without the per-command Python work of redis-py's pipeline object (README "The band
         index"). Any failure drops the connection and fails every call in flight on it; the guard's
         retry is safe since check-and-add recognises its own earlier write.
@@ -228,10 +220,10 @@ class RedisIndex(Index):
             connection = self._connection
             if not connection.is_connected:
                 await connection.connect()
-            packed = _pack(connection, [self._command(calls) for calls in scripts])
+            packed = _pack(connection, [self._command(call) for call in calls])
             # In flight before the write: once any byte is out, only a reply or a dropped connection
             # may settle these calls (even if this writer is cancelled).
-            self._in_flight.extend((connection, calls) for calls in scripts)
+            self._in_flight.extend((connection, call) for call in calls)
             if self._reader is None:
                 self._reader = asyncio.get_running_loop().create_task(self._read_replies())
             # No health check: its PING would read a reply that belongs to a script call in flight.
@@ -239,21 +231,20 @@ class RedisIndex(Index):
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else ConnectionError("a write was cancelled")
             await self._drop(self._connection, failure)
-            for calls in scripts:  # not yet in flight when the connection could not be had
-                _settle(calls, failure)
+            for call in calls:  # not yet in flight when the connection could not be had
+                _settle(call, failure)
             if failure is not exc:
                 raise
 
     async def _read_replies(self) -> None:
-        """Settle the calls of every script call in flight, in the order they were written (on
-        NOSCRIPT, after a SCRIPT FLUSH or a failover, load the script and write them again: they did
-        not run)."""
+        """Settle every call in flight with its reply, in the order they were written (on NOSCRIPT,
+        after a SCRIPT FLUSH or a failover, load the script and write the call again: it did not run)."""
         try:
             while self._in_flight:
-                connection, calls = self._in_flight[0]
+                connection, call = self._in_flight[0]
                 try:
                     reply = await connection.read_response()
-                except ResponseError as exc:  # an error reply: the script call failed as a whole
+                except ResponseError as exc:  # an error reply: this call failed, alone
                     reply = exc
                 except Exception as exc:  # the connection failed: every call in flight on it did
                     await self._drop(connection, exc)
@@ -265,11 +256,11 @@ class RedisIndex(Index):
                     try:
                         await self.client.script_load(self._script.script)
                     except Exception as exc:
-                        _settle(calls, exc)
+                        _settle(call, exc)
                     else:
-                        await self._write([calls])
+                        await self._write([call])
                     continue
-                _settle(calls, reply)
+                _settle(call, reply)
         finally:
             self._reader = None
 
@@ -291,26 +282,26 @@ class RedisIndex(Index):
             self._connection = None
         await connection.disconnect()
 
-    async def _send_to_cluster(self, scripts: list[list[_Call]]) -> None:
+    async def _send_to_cluster(self, calls: list[_Call]) -> None:
         """The script calls through redis-py's cluster pipeline, which routes each by its keys."""
         try:
-            replies = await self._cluster_pipeline(scripts)
+            replies = await self._cluster_pipeline(calls)
             again = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
             if again:
                 await self.client.script_load(self._script.script)
-                for i, reply in zip(again, await self._cluster_pipeline([scripts[i] for i in again])):
+                for i, reply in zip(again, await self._cluster_pipeline([calls[i] for i in again])):
                     replies[i] = reply
-        except Exception as exc:  # the connection failed: every call of the batch did
-            replies = [exc] * len(scripts)
-        for calls, reply in zip(scripts, replies):
-            _settle(calls, reply)
+        except Exception as exc:  # the connection failed: every call of the pipeline did
+            replies = [exc] * len(calls)
+        for call, reply in zip(calls, replies):
+            _settle(call, reply)
 
-    async def _cluster_pipeline(self, scripts: list[list[_Call]]) -> list:
+    async def _cluster_pipeline(self, calls: list[_Call]) -> list:
         async with self.client.pipeline(transaction=False) as pipe:
-            for calls in scripts:
+            for call in calls:
                 # Not pipe.evalsha(): redis-py's cluster pipeline refuses it by name, yet routes the
                 # command by its keys like any other.
-                pipe.execute_command(*self._command(calls))
+                pipe.execute_command(*self._command(call))
             return await pipe.execute(raise_on_error=False)
 
     def _record_args(self, record: Record) -> list:
