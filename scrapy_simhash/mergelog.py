@@ -10,7 +10,7 @@ import json
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from functools import cached_property
@@ -111,7 +111,8 @@ class MergeLog(ABC):
     """Where merge-log records go; :func:`open_merge_log` picks the writer from a URI."""
 
     @abstractmethod
-    async def write(self, record: dict[str, Any]) -> None: ...
+    async def write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write the records of one item's decisions, in order, together: taken all or failed."""
 
     @abstractmethod
     async def close(self) -> None: ...
@@ -120,8 +121,8 @@ class MergeLog(ABC):
 class FileMergeLog(MergeLog):
     """Appends JSON lines through Scrapy's ``JsonLinesItemExporter``; a recrawl extends the same file.
 
-    Each record is one short local write, as in Scrapy's own feed storage, and is flushed at once so
-    a killed crawl keeps every decision it made.
+    An item's records are one short local write, as in Scrapy's own feed storage, flushed before the
+    pipeline acts on them, so a killed crawl keeps every decision it made.
     """
 
     def __init__(self, path: str) -> None:
@@ -135,8 +136,9 @@ class FileMergeLog(MergeLog):
         )
         self._exporter.start_exporting()
 
-    async def write(self, record: dict[str, Any]) -> None:
-        self._exporter.export_item(record)
+    async def write(self, records: Sequence[dict[str, Any]]) -> None:
+        for record in records:
+            self._exporter.export_item(record)
         self._file.flush()
 
     async def close(self) -> None:
@@ -159,8 +161,11 @@ class StreamMergeLog(MergeLog):
         pool = redis.asyncio.BlockingConnectionPool.from_url(url, max_connections=STREAM_CONNECTIONS, timeout=None)
         self._client = redis.asyncio.Redis.from_pool(pool)
 
-    async def write(self, record: dict[str, Any]) -> None:
-        await self._client.xadd(self.stream, _stream_fields(record))
+    async def write(self, records: Sequence[dict[str, Any]]) -> None:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for record in records:
+                pipe.xadd(self.stream, _stream_fields(record))
+            await pipe.execute()
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -256,6 +256,7 @@ class SimhashPipeline:
         # Retries pass the same record: the index recognises a write its own timed-out attempt made.
         candidates = await self.index.call("check_and_add", record, self.max_distance)
         rule = self._rule(boilerplate.version)
+        rejected: list[Match] = []
         for candidate in candidates:
             self._inc("simhash/candidates_checked")
             similarity = jaccard_hashes(record.shingles, candidate.shingles)
@@ -263,11 +264,12 @@ class SimhashPipeline:
                 candidate.record_id, candidate.fingerprint, record.fingerprint, candidate.distance, similarity
             )
             if similarity >= self.config.jaccard_threshold:
-                await self._merge(page, match, rule)
+                await self._merge(page, match, rule, rejected)
                 return match
             self._inc("simhash/false_positives")
-            await self._log("rejected", page, match, rule)
-        if candidates:
+            rejected.append(match)
+        if rejected:
+            await self._log(page, rule, rejected)  # a failure is counted: the item is kept anyway
             await self.index.call("add", record)
         self._inc("simhash/unique")
         return None
@@ -284,7 +286,7 @@ class SimhashPipeline:
         self._inc("simhash/exact_matches")
         # Same normalised text, no boilerplate excluded: the canonical has the very same fingerprint.
         match = Match(canonical_id, record.fingerprint, record.fingerprint, 0, 1.0)
-        await self._merge(page, match, self._rule(NO_BOILERPLATE.version))
+        await self._merge(page, match, self._rule(NO_BOILERPLATE.version), [])
         return match
 
     def _record(self, page: Page, signature: RecordSignature) -> Record:
@@ -312,12 +314,12 @@ class SimhashPipeline:
             )
         return rule
 
-    async def _merge(self, page: Page, match: Match, rule: Rule) -> None:
+    async def _merge(self, page: Page, match: Match, rule: Rule, rejected: list[Match]) -> None:
         """Log the merge first (the audit trail must not depend on the index), then merge in the index.
 
         A merge the log did not take is not made: the item is kept (unchecked), never dropped unrecorded.
         """
-        if not await self._log("merged", page, match, rule):
+        if not await self._log(page, rule, rejected, merged=match):
             raise MergeLogError(f"the merge of {page.id} into {match.canonical_id} could not be logged")
         group = self._groups[match.canonical_id] = self._groups[match.canonical_id] + 1
         if group > self._largest_group:
@@ -340,26 +342,35 @@ class SimhashPipeline:
                 extra={"spider": self.crawler.spider},
             )
 
-    async def _log(self, decision: str, page: Page, match: Match, rule: Rule) -> bool:
-        """False when the merge log failed to take the record (a review-log failure is only counted)."""
+    async def _log(self, page: Page, rule: Rule, rejected: list[Match], merged: Match | None = None) -> bool:
+        """Record an item's decisions: its rejected candidates, then its merge if any, in one write (one
+        flush, one round trip). False when the merge log did not take them (a review-log failure is
+        only counted)."""
         if self.merge_log is None and self.review_log is None:
             return True
-        record = merge_record(
-            decision=decision,
-            canonical_id=match.canonical_id,
-            canonical_url=await self._url_of(match.canonical_id),
-            duplicate_id=page.id,
-            duplicate_url=page.url,
-            canonical_fingerprint=match.canonical_fingerprint,
-            duplicate_fingerprint=match.fingerprint,
-            distance=match.distance,
-            jaccard=match.jaccard,
-            rule=rule,
-        )
-        written = await self._write(self.merge_log, record)
-        if self._sampled_for_review(page.id, match.jaccard):
-            self._inc("simhash/review_sampled")
-            await self._write(self.review_log, record)
+        decisions = [("rejected", match) for match in rejected]
+        if merged is not None:
+            decisions.append(("merged", merged))
+        records = [
+            merge_record(
+                decision=decision,
+                canonical_id=match.canonical_id,
+                canonical_url=await self._url_of(match.canonical_id),
+                duplicate_id=page.id,
+                duplicate_url=page.url,
+                canonical_fingerprint=match.canonical_fingerprint,
+                duplicate_fingerprint=match.fingerprint,
+                distance=match.distance,
+                jaccard=match.jaccard,
+                rule=rule,
+            )
+            for decision, match in decisions
+        ]
+        written = await self._write(self.merge_log, records)
+        sampled = [record for record in records if self._sampled_for_review(page.id, record["jaccard"])]
+        if sampled:
+            self._inc("simhash/review_sampled", len(sampled))
+            await self._write(self.review_log, sampled)
         return written
 
     async def _url_of(self, record_id: str) -> str:
@@ -380,15 +391,15 @@ class SimhashPipeline:
         draw = int.from_bytes(hashlib.blake2b(duplicate_id.encode("utf-8"), digest_size=8).digest(), "big")
         return draw < config.review_rate * 2**64
 
-    async def _write(self, log: MergeLog | None, record: dict[str, Any]) -> bool:
+    async def _write(self, log: MergeLog | None, records: list[dict[str, Any]]) -> bool:
         if log is None:
             return True
         try:
-            await log.write(record)
+            await log.write(records)
         except Exception:  # a lost audit record must be loud, not fatal to the crawl
-            self._inc("simhash/merge_log_errors")
+            self._inc("simhash/merge_log_errors", len(records))
             logger.error(
-                "Could not write merge-log record %r", record, exc_info=True, extra={"spider": self.crawler.spider}
+                "Could not write merge-log records %r", records, exc_info=True, extra={"spider": self.crawler.spider}
             )
             return False
         return True

@@ -59,7 +59,7 @@ async def test_file_log_appends_json_lines_across_runs(tmp_path) -> None:
     path = tmp_path / "logs" / "merges.jsonl"
     for duplicate in ("b", "c"):  # two crawls: the second extends the first's file
         log = open_merge_log(str(path), "unused")
-        await log.write(record(duplicate=duplicate))
+        await log.write([record(duplicate=duplicate)])
         await log.close()
     lines = path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["duplicate_id"] for line in lines] == ["b", "c"]
@@ -70,9 +70,9 @@ async def test_file_log_appends_json_lines_across_runs(tmp_path) -> None:
 
 async def test_stream_log_round_trips(redis_server_url, redis_prefix) -> None:
     log = open_merge_log(redis_server_url, f"{redis_prefix}:merges")
-    written = [record(duplicate="b"), record(decision="rejected", duplicate="c")]
-    for r in written:
-        await log.write(r)
+    written = [record(decision="rejected", duplicate="b"), record(duplicate="b"), record(duplicate="c")]
+    await log.write(written[:2])  # an item's rejected candidate and its merge, together
+    await log.write(written[2:])
     await log.close()
     assert list(read_merge_log(redis_server_url, f"{redis_prefix}:merges")) == written
 
@@ -80,7 +80,7 @@ async def test_stream_log_round_trips(redis_server_url, redis_prefix) -> None:
 async def test_stream_key_from_uri(redis_server_url, redis_prefix) -> None:
     uri = f"{redis_server_url}?stream={redis_prefix}:audit"
     log = open_merge_log(uri, "ignored")
-    await log.write(record())
+    await log.write([record()])
     await log.close()
     assert [r["duplicate_id"] for r in read_merge_log(uri)] == ["b"]
 
@@ -93,7 +93,7 @@ async def test_stream_log_keeps_every_record_of_a_burst(redis_server_url, redis_
     log = open_merge_log(redis_server_url, f"{redis_prefix}:merges")
     burst = [record(duplicate=f"d{n}") for n in range(1200)]
     try:
-        await asyncio.gather(*(log.write(r) for r in burst))
+        await asyncio.gather(*(log.write([r]) for r in burst))
     finally:
         await log.close()
     written = list(read_merge_log(redis_server_url, f"{redis_prefix}:merges"))

@@ -107,6 +107,33 @@ async def test_a_candidate_failing_jaccard_is_rejected_logged_and_indexed(tmp_pa
     assert simhash_stats(pipeline)["simhash/false_positives"] == 1
 
 
+async def test_an_items_decisions_are_written_together(tmp_path, body) -> None:
+    """Every verified candidate of one item is recorded in one merge-log write (one flush, one round trip)."""
+    near_both = next(  # a third version within the harness's 3 bits of the page and of its typo fix
+        text
+        for position in range(1, 200)
+        for text in [edited(body).replace(body.split(" ")[position], "reworded", 1)]
+        if max(hamming(simhash(text), simhash(version)) for version in (body, edited(body))) <= 3
+    )
+    pipeline = await open_pipeline(settings(tmp_path, SIMHASH_JACCARD_THRESHOLD=1.0))
+    writes = []
+    write = pipeline.merge_log.write
+
+    async def recorded_write(records):
+        writes.append([(record["decision"], record["duplicate_url"]) for record in records])
+        await write(records)
+
+    pipeline.merge_log.write = recorded_write
+    try:
+        for url, text in (("https://a.example/p", body), ("https://a.example/q", edited(body)),
+                          ("https://a.example/r", near_both)):
+            assert await feed(pipeline, {"url": url, "body_text": text})
+    finally:
+        await pipeline.close_spider()
+    assert writes == [[("rejected", "https://a.example/q")], [("rejected", "https://a.example/r")] * 2]
+    assert len(list(read_merge_log(str(tmp_path / "merges.jsonl")))) == 3
+
+
 async def test_an_item_is_tokenised_once(tmp_path, body, monkeypatch) -> None:
     """The word count SIMHASH_MIN_WORDS needs comes from the fingerprint's own tokenisation (a second
     pass over the text cost a fifth of fingerprinting)."""
