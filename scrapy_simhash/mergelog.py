@@ -6,6 +6,7 @@ that decided, so a duplicate is never lost and a different threshold can be re-e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -18,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-import redis
-import redis.asyncio
 from scrapy.exporters import JsonLinesItemExporter
+
+from scrapy_simhash.redis_url import CLUSTER_SCHEMES, async_client, sync_client
 
 __all__ = ["FIELDS", "MergeLog", "MergeLogError", "Rule", "merge_record", "open_merge_log", "read_merge_log"]
 
@@ -41,8 +42,8 @@ FIELDS = (
     "jaccard",
     "rule",
 )
-# Connections one stream writer opens at most. An XADD takes microseconds on the server, so 16
-# connections carry thousands of records a second even over a millisecond network round trip.
+# Writes one stream writer has in flight at most (so connections it opens). An XADD takes microseconds
+# on the server, so 16 carry thousands of records a second even over a millisecond network round trip.
 STREAM_CONNECTIONS = 16
 
 
@@ -147,22 +148,22 @@ class FileMergeLog(MergeLog):
 
 
 class StreamMergeLog(MergeLog):
-    """XADDs each record to a Redis Stream; every field is a string (the rule as a JSON object).
+    """XADDs each record to a Redis Stream, on a Redis server or a Redis Cluster (``redis+cluster://``);
+    every field is a string (the rule as a JSON object).
 
-    The writes of all items in flight share a blocking pool of ``STREAM_CONNECTIONS`` connections
-    (``?max_connections=N`` in the URI overrides it): a writer waits for a free connection. redis-py's
-    default pool instead fails the 101st concurrent command with ``MaxConnectionsError``, and a crawl
-    often has more items in flight than that (held warm-up pages released at once, many responses),
-    so records were lost under load.
+    At most ``STREAM_CONNECTIONS`` writes are in flight (``?max_connections=N`` in the URI overrides
+    it); the others wait their turn. redis-py's own pool instead fails the 101st concurrent command
+    with ``MaxConnectionsError``, and a crawl often has more items in flight than that (held warm-up
+    pages released at once, many responses), so records were lost under load.
     """
 
-    def __init__(self, url: str, stream: str) -> None:
+    def __init__(self, url: str, stream: str, max_connections: int = STREAM_CONNECTIONS) -> None:
         self.stream = stream
-        pool = redis.asyncio.BlockingConnectionPool.from_url(url, max_connections=STREAM_CONNECTIONS, timeout=None)
-        self._client = redis.asyncio.Redis.from_pool(pool)
+        self._client = async_client(url, max_connections=max_connections)
+        self._turns = asyncio.Semaphore(max_connections)
 
     async def write(self, records: Sequence[dict[str, Any]]) -> None:
-        async with self._client.pipeline(transaction=False) as pipe:
+        async with self._turns, self._client.pipeline(transaction=False) as pipe:
             for record in records:
                 pipe.xadd(self.stream, _stream_fields(record))
             await pipe.execute()
@@ -186,21 +187,23 @@ def _from_stream_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:
     return record
 
 
-def _split_stream_uri(uri: str, default_stream: str) -> tuple[str, str]:
-    """``redis://host:port/db?stream=KEY`` -> (connection URL, stream key)."""
+def _split_stream_uri(uri: str, default_stream: str) -> tuple[str, str, int]:
+    """``redis://host:port/db?stream=KEY&max_connections=N`` -> (connection URL, stream key, N)."""
     parts = urlsplit(uri)
     query = parse_qs(parts.query)
     stream = query.pop("stream", [default_stream])[0]
+    max_connections = int(query.pop("max_connections", [STREAM_CONNECTIONS])[0])
     rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
-    return urlunsplit(parts._replace(query=rest)), stream
+    return urlunsplit(parts._replace(query=rest)), stream, max_connections
 
 
 def _is_redis(uri: str) -> bool:
-    return urlsplit(uri).scheme in ("redis", "rediss", "unix")
+    return urlsplit(uri).scheme in ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
 
 
 def open_merge_log(uri: str, default_stream: str) -> MergeLog:
-    """A file path (or ``file://`` URI) gives JSON lines; ``redis://...[?stream=KEY]`` a Redis Stream."""
+    """A file path (or ``file://`` URI) gives JSON lines; ``redis://...[?stream=KEY]`` a Redis Stream
+    (``redis+cluster://`` on a Redis Cluster)."""
     if _is_redis(uri):
         return StreamMergeLog(*_split_stream_uri(uri, default_stream))
     parts = urlsplit(uri)
@@ -214,8 +217,8 @@ def open_merge_log(uri: str, default_stream: str) -> MergeLog:
 def read_merge_log(uri: str, default_stream: str = "") -> Iterator[dict[str, Any]]:
     """Every record of a merge log, oldest first, in the same shape as :func:`merge_record` wrote it."""
     if _is_redis(uri):
-        url, stream = _split_stream_uri(uri, default_stream)
-        client = redis.Redis.from_url(url)
+        url, stream, _ = _split_stream_uri(uri, default_stream)
+        client = sync_client(url)
         try:
             last = "-"
             while batch := client.xrange(stream, min=last, count=1000):

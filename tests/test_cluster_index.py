@@ -15,8 +15,10 @@ from redis.cluster import RedisCluster
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis_servers import LocalCluster, TLSFiles, value_of
 from scrapy_simhash.index import open_index
+from scrapy_simhash.mergelog import read_merge_log
 from test_index_contract import *  # noqa: F403 - the contract tests, collected again for the cluster
 from test_index_contract import _record
+from test_mergelog import record
 
 pytestmark = pytest.mark.slow
 
@@ -141,3 +143,33 @@ async def test_an_index_on_a_tls_cluster_with_a_password(tls_cluster: LocalClust
     with pytest.raises(Exception):  # plain TCP to a TLS-only port: no data is exchanged
         await asyncio.wait_for(plain.count(), 10)
     await plain.close()
+
+
+async def test_the_merge_log_stream_on_a_cluster_keeps_every_record(cluster: LocalCluster, corpus) -> None:
+    """SIMHASH_MERGE_LOG = redis+cluster://...: every merge of a crawl is read back through the cluster,
+    and a burst of concurrent writes (more than the writer's connections) loses nothing."""
+    bodies = [doc["body_text"] for doc in corpus if 150 < len(doc["body_text"].split()) < 2000][:10]
+    pipeline = await open_pipeline(
+        {
+            "SIMHASH_INDEX_URL": cluster_url(cluster),
+            "SIMHASH_KEY_PREFIX": PREFIX,
+            "SIMHASH_HTML_FIELDS": [],
+            "SIMHASH_MERGE_LOG": cluster_url(cluster),
+        }
+    )
+    stream = pipeline.merge_log.stream
+    try:
+        for i, body in enumerate(bodies):
+            assert await feed(pipeline, {"url": f"https://site.example/{i}", "body_text": body})
+        copies = [{"url": f"https://mirror.example/{i}", "body_text": body} for i, body in enumerate(bodies)]
+        assert await asyncio.gather(*(feed(pipeline, copy) for copy in copies)) == [False] * 10
+        burst = [record(duplicate=f"d{n}") for n in range(300)]
+        await asyncio.gather(*(pipeline.merge_log.write([record]) for record in burst))
+    finally:
+        await pipeline.close_spider()
+    records = list(read_merge_log(cluster_url(cluster), stream))
+    merged = {(r["canonical_url"], r["duplicate_url"]) for r in records if r["duplicate_id"].startswith("https:")}
+    assert merged == {(f"https://site.example/{i}", f"https://mirror.example/{i}") for i in range(10)}
+    assert sorted(r["duplicate_id"] for r in records if not r["duplicate_id"].startswith("https:")) == sorted(
+        record["duplicate_id"] for record in burst
+    )

@@ -33,6 +33,7 @@ from scrapy_simhash.index.base import Candidate, Index, Record
 from scrapy_simhash.index.codec import decode_fingerprint, decode_hashes, encode_fingerprint, encode_hashes
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.redis_url import async_client, is_cluster
 
 logger = logging.getLogger(__name__)
 
@@ -126,12 +127,9 @@ class RedisIndex(Index):
         On a cluster every key a script touches must live in one slot: the prefix's hash tag
         (``{spider}``) puts all of an index's keys there (README "Reliability" explains the trade).
         """
-        scheme, _, rest = url.partition("://")
-        if not scheme.endswith("+cluster"):
-            return aioredis.Redis.from_url(url)
-        if not re.search(r"\{[^{}]+\}", prefix):
+        if is_cluster(url) and not re.search(r"\{[^{}]+\}", prefix):
             raise ValueError(f"a Redis Cluster index needs a {{hash tag}} in SIMHASH_KEY_PREFIX, got {prefix!r}")
-        return RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
+        return async_client(url)
 
     async def _ready(self) -> None:
         """Refuse an index of another key schema or built with another layout (its buckets would
