@@ -1,10 +1,10 @@
 """Redis check-and-add throughput and memory: our one-script index against the seed-style design.
 
 Seed-style: one SMEMBERS per band (4 round trips, members ``"<id>:<fingerprint>"`` decoded and
-compared in Python) then a pipeline of 4 SADDs (the 5th round trip). Ours: one script call per item
-alone, items in flight sharing one (printed: EVALSHA per item). Both run in the same process against
-a redis-server of this script's own (started and killed here), one item at a time and with many items
-in flight (the pipeline processes items concurrently).
+compared in Python) then a pipeline of 4 SADDs (the 5th round trip). Ours: one script call per item,
+the calls of items in flight pipelined on one connection (printed: EVALSHA per item). Both run in the
+same process against a redis-server of this script's own (started and killed here), one item at a
+time and with many items in flight (the pipeline processes items concurrently).
 
     python benchmarks/redis_roundtrip.py [--items 20000] [--memory-records 100000] [--concurrency 64]
 """
