@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import numpy as np
@@ -89,8 +90,6 @@ async def test_the_script_unindexes_exactly_what_the_client_indexed(throwaway_re
     await index.close()
 
 
-
-
 async def test_an_unsendable_id_fails_its_own_call_not_the_calls_written_with_it(redis_server_url, redis_prefix):
     index = open_index(redis_server_url, key_prefix=redis_prefix + ":{spider}")
     good = _records(20, seed=4)
@@ -162,6 +161,41 @@ async def test_a_call_that_fails_on_the_server_fails_alone(throwaway_redis):
     assert (await index.get(c.id)).fingerprint == c.fingerprint
     admin.close()
     await index.close()
+
+
+async def test_a_merge_rides_along_with_the_next_call(throwaway_redis):
+    """A verified duplicate costs one script call: its merge is held and goes out with the next call
+    written (here another item's check-and-add), or alone when no call follows within _HOLD."""
+    index = open_index(throwaway_redis.url, spider="s")
+    a, b = _records(2, seed=11)
+    await index.add(a)
+    admin = throwaway_redis.client()
+    admin.config_resetstat()
+    merged, found = await asyncio.gather(
+        index.merge(a.id, "https://mirror.example/1", 5.0), index.check_and_add(b, 3)
+    )
+    assert merged is None and found == []
+    assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] == 1
+    await index.merge(a.id, "https://mirror.example/2", 0.5)  # nothing to ride with: sent alone
+    assert admin.info("commandstats")["cmdstat_evalsha"]["calls"] == 2
+    stored = await index.get(a.id)
+    assert stored.urls == (a.url, "https://mirror.example/1", "https://mirror.example/2")
+    assert stored.first_seen == 0.5 and (await index.get(b.id)).id == b.id
+    admin.close()
+    await index.close()
+
+
+async def test_closing_the_index_sends_the_held_merges_first(throwaway_redis):
+    index = open_index(throwaway_redis.url, spider="s")
+    (a,) = _records(1, seed=12)
+    await index.add(a)
+    merging = asyncio.ensure_future(index.merge(a.id, "https://mirror.example/1", 5.0))
+    await asyncio.sleep(0)  # held, waiting for a call to ride along with
+    await index.close()
+    assert merging.done() and merging.result() is None
+    admin = throwaway_redis.client()
+    assert json.loads(admin.hget(f"simhash:{{s}}:r:{a.id}", "u")) == [a.url, "https://mirror.example/1"]
+    admin.close()
 
 
 async def test_concurrent_first_calls_check_the_layout_once(throwaway_redis):

@@ -1,7 +1,7 @@
 -- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
 -- W, the bytes of a bucket field; FLIP_TABLE and FLIP_BIT, byte strings: multi-probe probe j flips key
 -- bit FLIP_BIT[j] of table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key bit
--- positions, built only when needed) and ``return ENTRY_POINTS[ARGV[2]]()``. Key schema: README "The band index".
+-- positions, built only when needed). Key schema: README "The band index".
 --
 -- Table t's buckets are the fields of one hash, P:b:<t - 1>: the field is the bucket key (W bytes,
 -- big-endian), the value the fingerprints in the bucket, 8 bytes each (big-endian), concatenated.
@@ -10,8 +10,8 @@
 -- 64 bytes keeps Redis from storing the hash as a listpack, whose linear field search made a
 -- 17-field HMGET cost ~40 us at 400 buckets, against ~5 us in a hash table at any size.
 --
--- One script call is one call of an entry point (``ENTRY_POINTS`` at the end): ARGV[1] is the key
--- prefix, ARGV[2] the entry point's name, its arguments start at ARGV[3].
+-- A script call runs one call of an entry point (``ENTRY_POINTS`` at the end), with the calls that
+-- ride along ahead of it, if any (``run``): each entry point reads its arguments from ARGV ``a`` on.
 --
 -- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes,
 -- read as two 32-bit halves for the bit library (exact as doubles; bit.* works modulo 2^32).
@@ -174,9 +174,9 @@ end
 -- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, its
 -- bucket field in every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES
 -- table hashes. Returns flat (id, fingerprint, distance, blob)*.
-local function check_add()
-    local mode, maxd, fpb, keys = ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
-    if mode == 'ca' and stored_by_this_call(7) then return {} end
+local function check_add(a)
+    local mode, maxd, fpb, keys = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
+    if mode == 'ca' and stored_by_this_call(a + 4) then return {} end
     local fields = {}
     for t = 1, TABLES do fields[t] = string.sub(keys, W * t - W + 1, W * t) end
     local qhi, qlo = unpack32('>I4I4', fpb)
@@ -222,25 +222,25 @@ local function check_add()
         end
     end
     if mode == 'a' or (mode == 'ca' and #out == 0) then
-        store(read_record(7), false, fields, mode == 'ca')
+        store(read_record(a + 4), false, fields, mode == 'ca')
     end
     return out
 end
 
 -- Arguments: digest, record. The id already holding the digest, or false after storing the record
 -- (or after finding it stored by an earlier attempt of this call).
-local function check_add_exact()
-    local digest = ARGV[3]
+local function check_add_exact(a)
+    local digest = ARGV[a]
     local holder = redis.call('HGET', EXACT, digest)
-    if holder == ARGV[4] and stored_by_this_call(4) then return false end
+    if holder == ARGV[a + 1] and stored_by_this_call(a + 1) then return false end
     if holder then return holder end
-    store(read_record(4), digest, nil, false)
+    store(read_record(a + 1), digest, nil, false)
     return false
 end
 
 -- Arguments: id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
-local function merge()
-    local id, url, first_seen, now, ttls = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local function merge(a)
+    local id, url, first_seen, now, ttls = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
     local key = record_key(id)
     local old = redis.call('HMGET', key, 't', 'u', 'c')
     if not old[1] then return 0 end
@@ -256,16 +256,36 @@ local function merge()
 end
 
 -- Arguments: id.
-local function remove()
-    return erase(ARGV[3])
+local function remove(a)
+    return erase(ARGV[a])
 end
 
 -- Arguments: now, limit. Erases up to ``limit`` expired records; returns how many.
-local function expire()
-    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
+local function expire(a)
+    local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[a], 'LIMIT', 0, tonumber(ARGV[a + 1]))
     for _, id in ipairs(due) do erase(id) end
     return #due
 end
 
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, merge = merge, remove = remove,
                       expire = expire}
+
+-- ARGV[1] is the key prefix, ARGV[2] the number of calls; then each call: its entry point's name, its
+-- argument count, its arguments. Calls that ride along (merges, held for the next call out: see
+-- redis.py) come first and the reply is then one reply per call, a failed call an error reply of its
+-- own, so that one bad call does not fail the calls it rode with.
+local function run()
+    if ARGV[2] == '1' then return ENTRY_POINTS[ARGV[3]](5) end
+    local replies, a = {}, 3
+    for i = 1, tonumber(ARGV[2]) do
+        local ok, reply = pcall(ENTRY_POINTS[ARGV[a]], a + 2)
+        if not ok then
+            reply = type(reply) == 'table' and reply or {err = 'ERR ' .. tostring(reply)}
+        end
+        replies[i] = reply
+        a = a + 2 + tonumber(ARGV[a + 1])
+    end
+    return replies
+end
+
+return run()

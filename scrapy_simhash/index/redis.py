@@ -4,7 +4,8 @@ The script (``redis.lua``) reads the probed buckets, keeps members within the di
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
 step, so two crawler processes cannot both become canonical. A call is written by its caller at once
 while few are in flight; beyond that, calls queue and go out together in one write when a reply
-comes back. Key schema: README "The band index".
+comes back. A merge, whose caller needs no answer soon, is held and rides along with the next call
+written, so that a verified duplicate costs one script call, not two. Key schema: README "The band index".
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ _EXPIRE_BATCH = 500
 _IN_FLIGHT = 16
 # Most calls written at once.
 _MAX_WRITE = 256
+# Longest a merge waits for a call to ride along with before it goes out alone (seconds): longer than
+# the gap between an item's calls in a busy crawl (about 1 ms in benchmarks/pipeline.py), short against
+# anything a crawl waits for.
+_HOLD = 0.005
 
 
 def _json_strings(values: Iterable[str]) -> str:
@@ -60,19 +65,37 @@ def _pack(connection, commands: list[tuple]) -> bytes | list[bytes]:
     return b"".join(map(hiredis.pack_command, commands))
 
 
-# One queued call: entry point name, keys, arguments, and the future its reply settles.
-_Call = tuple[bytes, list, list, asyncio.Future]
+class _Call:
+    """One call of an entry point of the script, the future its reply settles, and the calls riding along."""
+
+    __slots__ = ("name", "keys", "args", "future", "riders")
+
+    def __init__(self, name: bytes, keys: list[bytes], args: list, future: asyncio.Future) -> None:
+        self.name = name
+        self.keys = keys
+        self.args = args
+        self.future = future
+        self.riders: list[_Call] = []
 
 
 def _settle(call: _Call, reply: object) -> None:
-    """Settle ``call`` with its reply, an exception included (an error reply, a failed connection)."""
-    future = call[-1]
-    if future.done():
+    """Settle ``call`` and its riders with the reply, an exception included (an error reply, a failed
+    connection). With riders, the script answered one reply per call, the riders' first."""
+    if not call.riders:
+        _settle_one(call, reply)
+        return
+    calls = [*call.riders, call]
+    for one, result in zip(calls, [reply] * len(calls) if isinstance(reply, Exception) else reply):
+        _settle_one(one, result)
+
+
+def _settle_one(call: _Call, reply: object) -> None:
+    if call.future.done():
         return
     if isinstance(reply, Exception):
-        future.set_exception(reply)
+        call.future.set_exception(reply)
     else:
-        future.set_result(reply)
+        call.future.set_result(reply)
 
 
 def _lua_bytes(values: list[int]) -> str:
@@ -105,7 +128,7 @@ class RedisIndex(Index):
         self.retention = retention
         self.prefix = prefix
         self.client = self._connect(url, prefix)
-        self._script = self.client.register_script(f"{_lua_layout(layout)}{_LUA}\nreturn ENTRY_POINTS[ARGV[2]]()")
+        self._script = self.client.register_script(_lua_layout(layout) + _LUA)
         self._tables = [f"{prefix}:b:{t}".encode() for t in range(layout.tables)]
         self._field_width = field_width(layout)
         self._fps_key = f"{prefix}:f".encode()
@@ -115,6 +138,9 @@ class RedisIndex(Index):
         self._verifying = asyncio.Lock()
         self._queue: list[_Call] = []
         self._sender: asyncio.Task | None = None
+        # Merges waiting for a call to ride along with, and the timer that sends them alone.
+        self._held: list[_Call] = []
+        self._release: asyncio.TimerHandle | None = None
         # The connection script calls are written to, and the calls written and not yet read.
         self._connection: AbstractConnection | None = None
         self._in_flight: deque[tuple[AbstractConnection, _Call]] = deque()
@@ -161,15 +187,25 @@ class RedisIndex(Index):
                 )
             self._verified = True
 
-    async def _run(self, name: bytes, keys: list[bytes], args: list):
-        """Run entry point ``name`` of the script: queued, and sent with every call queued meanwhile."""
+    async def _run(self, name: bytes, keys: list[bytes], args: list, *, ride: bool = False):
+        """Run entry point ``name`` of the script: queued, and sent with every call queued meanwhile.
+
+        A call that may ``ride`` is held instead, for at most _HOLD seconds, and goes out with the next
+        call written: its caller still waits for its reply.
+        """
         await self._ready()
         # Encoded here, so that a value that cannot be sent (a lone surrogate in an id) fails this
         # call alone rather than the whole write it would have joined. A call without keys of its
         # own names the fingerprint map, so that a cluster routes it to this index's slot.
         args = [arg.encode() if isinstance(arg, str) else arg for arg in args]
-        future = asyncio.get_running_loop().create_future()
-        self._queue.append((name, keys or [self._fps_key], args, future))
+        loop = asyncio.get_running_loop()
+        call = _Call(name, keys or [self._fps_key], args, loop.create_future())
+        if ride:
+            self._held.append(call)
+            if self._release is None:
+                self._release = loop.call_later(_HOLD, self._send_held)
+            return await call.future
+        self._queue.append(call)
         # Written now, before the other items ready to run take their turn, so that the server works
         # on this call while the client works on them; else the running writer or the next reply
         # (_read_replies) writes it, with every call queued meanwhile.
@@ -178,16 +214,34 @@ class RedisIndex(Index):
             try:
                 await self._send()
             except asyncio.CancelledError:
-                if future.done() and not future.cancelled():
-                    future.exception()  # settled by the failed write; nobody will await it now
+                if call.future.done() and not call.future.cancelled():
+                    call.future.exception()  # settled by the failed write; nobody will await it now
                 raise
-        return await future
+        return await call.future
+
+    def _send_held(self) -> None:
+        """No call went out within _HOLD: the held calls go out together, the last carrying the others."""
+        self._release = None
+        carrier = self._held.pop()
+        carrier.riders, self._held = self._held, []
+        self._queue.append(carrier)
+        if self._sender is None and len(self._in_flight) < _IN_FLIGHT:
+            self._sender = asyncio.get_running_loop().create_task(self._send())
+
+    def _board(self, carrier: _Call) -> None:
+        """The held calls ride along with ``carrier``."""
+        if self._held:
+            self._release.cancel()
+            self._release = None
+            carrier.riders += self._held
+            self._held = []
 
     async def _send(self) -> None:
         """Write queued calls until the queue is empty, up to _MAX_WRITE script calls (EVALSHA) per write."""
         try:
             while self._queue:
                 calls, self._queue = self._queue[:_MAX_WRITE], self._queue[_MAX_WRITE:]
+                self._board(calls[0])
                 if isinstance(self.client, RedisCluster):
                     await self._send_to_cluster(calls)
                 else:
@@ -198,8 +252,9 @@ class RedisIndex(Index):
                 self._sender = asyncio.get_running_loop().create_task(self._send())
 
     def _command(self, call: _Call) -> tuple:
-        name, keys, args, _ = call
-        return ("EVALSHA", self._script.sha, len(keys), *keys, self.prefix, name, *args)
+        calls = [*call.riders, call]
+        args = [arg for one in calls for arg in (one.name, len(one.args), *one.args)]
+        return ("EVALSHA", self._script.sha, len(call.keys), *call.keys, self.prefix, len(calls), *args)
 
     async def _write(self, calls: list[_Call]) -> None:
         """Write script calls to this index's connection without waiting for their replies.
@@ -349,7 +404,7 @@ class RedisIndex(Index):
 
     async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
         args = [canonical_id, url, repr(float(first_seen)), repr(self.retention.clock()), self._ttls]
-        if not await self._run(b"merge", [], args):
+        if not await self._run(b"merge", [], args, ride=True):
             logger.warning("merge into %r skipped: no such record (erased or expired)", canonical_id)
 
     async def get(self, record_id: str) -> Record | None:
@@ -398,5 +453,9 @@ class RedisIndex(Index):
         return int(await self.client.get(f"{self.prefix}:n") or 0)
 
     async def close(self) -> None:
+        if self._held:  # sent, not failed: their items are waiting for them
+            self._release.cancel()
+            self._send_held()
+            await asyncio.gather(*(call.future for call in self._queue), return_exceptions=True)
         await self._drop(self._connection, ConnectionError("the index was closed"))
         await self.client.aclose()
