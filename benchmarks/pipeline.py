@@ -12,9 +12,11 @@ fingerprint, one SMEMBERS per band, a pipelined SADD) on the same server in the 
 RESETSTAT and an otherwise empty server.
 
 Printed: items/s of both and their ratio; the CPU time an item costs in this process and in
-redis-server (which side bounds the rate); EVALSHA and server-side commands per item (INFO
-commandstats, which also counts the commands a script runs); round trips per new and per duplicate
-item, counted item by item with MONITOR on the stream's first ``--sample`` items (a fresh index);
+redis-server (which side bounds the rate); EVALSHA (round trips) and server-side commands per item
+(INFO commandstats, which also counts the commands a script runs); index calls per new and per
+duplicate item, counted item by item with MONITOR on the stream's first ``--sample`` items (a fresh
+index, one item at a time: with nothing else in flight a merge has no call to ride along with, so
+every call is an EVALSHA of its own there, while in the run a merge rides with the next item's call);
 used_memory per kept item. The baseline's per-bit fingerprint makes it slow, so it runs on a prefix
 of the same stream, once before and once after the pipeline's run (the load of a shared machine
 drifts): the ratio compares rates.
@@ -206,8 +208,9 @@ async def run_pipeline(
 async def requests_by_outcome(
     redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path, max_distance: str
 ) -> dict:
-    """Requests (round trips) each item cost, read from MONITOR, totalled by outcome: new, new after
-    candidates that Jaccard rejected (indexed by a second call), duplicate.
+    """Index calls each item made, read from MONITOR, totalled by outcome: new, new after candidates
+    that Jaccard rejected (indexed by a second call), duplicate (merged by a second call). Items go
+    one at a time, so each call is a request of its own.
 
     MONITOR shows the commands a script runs as ``lua``: those are server-side work, not requests.
     An ECHO from the admin connection marks where each item starts.
@@ -320,7 +323,7 @@ def main() -> None:
     parser.add_argument("--baseline-items", type=int, default=3_000,
                         help="the baseline runs on the stream's first N items (default 3000)")
     parser.add_argument("--sample", type=int, default=2_000,
-                        help="items whose round trips are counted one by one with MONITOR (default 2000)")
+                        help="items whose index calls are counted one by one with MONITOR (default 2000)")
     parser.add_argument("--max-distance", default="auto",
                         help="SIMHASH_MAX_DISTANCE of the pipeline (default: the product default, auto); "
                         f"the baseline always uses {SEED_DISTANCE} with {SEED_BANDS} bands")
@@ -381,7 +384,7 @@ def main() -> None:
     print(f"  EVALSHA/item: {commands['evalsha'] / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
-        print(f"  round trips/{outcome} item (MONITOR, {seen} of the first {args.sample} items): "
+        print(f"  index calls/{outcome} item (MONITOR, one at a time, {seen} of the first {args.sample} items): "
               f"{sum(counts.values()) / seen:.2f} = {format_counts(counts, seen)}")
     print(f"  used_memory/kept item: {memory / max(kept, 1):.0f} B (record store, bands, URL sets)")
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
