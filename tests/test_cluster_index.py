@@ -173,3 +173,24 @@ async def test_the_merge_log_stream_on_a_cluster_keeps_every_record(cluster: Loc
     assert sorted(r["duplicate_id"] for r in records if not r["duplicate_id"].startswith("https:")) == sorted(
         record["duplicate_id"] for record in burst
     )
+
+
+async def test_merges_ride_along_with_another_call_on_a_cluster(cluster: LocalCluster) -> None:
+    """Held merges go out inside the next call's EVALSHA through the cluster pipeline too."""
+    rng = random.Random(4)
+    index = open_index(cluster_url(cluster), key_prefix=PREFIX, spider="riders")
+    canonical, other = _record(rng, "canonical"), _record(rng, "other")
+    await index.add(canonical)
+    client = RedisCluster.from_url(cluster.url)
+    client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
+    mirrors = [f"https://mirror.example/{i}" for i in range(3)]
+    *merged, found = await asyncio.gather(
+        *(index.merge("canonical", url, 1.0) for url in mirrors), index.check_and_add(other, 3)
+    )
+    stats = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+    client.close()
+    assert merged == [None] * 3 and found == []
+    assert sum(node.get("cmdstat_evalsha", {}).get("calls", 0) for node in stats.values()) == 1
+    stored = await index.get("canonical")
+    assert stored.urls == (canonical.url, *mirrors) and stored.first_seen == 1.0
+    await index.close()
