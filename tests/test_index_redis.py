@@ -37,6 +37,13 @@ async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
     [candidate] = await index.check_and_add(second, 3)
     assert (candidate.record_id, candidate.distance) == (first.id, 2)
     assert await index.remove(first.id)
+    # Every call in flight answers NOSCRIPT after a flush: one load serves them all.
+    admin.script_flush()
+    admin.config_resetstat()
+    others = _records(12, seed=13)
+    assert await asyncio.gather(*(index.check_and_add(record, 3) for record in others)) == [[]] * 12
+    stats = admin.info("commandstats")
+    assert stats["cmdstat_script|load"]["calls"] == 1 and stats["cmdstat_evalsha"]["failed_calls"] == 12
     admin.close()
     await index.close()
 

@@ -141,9 +141,12 @@ class RedisIndex(Index):
         # Merges waiting for a call to ride along with, and the timer that sends them alone.
         self._held: list[_Call] = []
         self._release: asyncio.TimerHandle | None = None
-        # The connection script calls are written to, and the calls written and not yet read.
+        # The connection script calls are written to, and the calls written and not yet read, each
+        # with the number of script loads before it was written (one load answers every NOSCRIPT of
+        # the calls written before it).
         self._connection: AbstractConnection | None = None
-        self._in_flight: deque[tuple[AbstractConnection, _Call]] = deque()
+        self._in_flight: deque[tuple[AbstractConnection, _Call, int]] = deque()
+        self._loads = 0
         self._reader: asyncio.Task | None = None
 
     @staticmethod
@@ -276,7 +279,7 @@ class RedisIndex(Index):
             packed = _pack(connection, [self._command(call) for call in calls])
             # In flight before the write: once any byte is out, only a reply or a dropped connection
             # may settle these calls (even if this writer is cancelled).
-            self._in_flight.extend((connection, call) for call in calls)
+            self._in_flight.extend((connection, call, self._loads) for call in calls)
             if self._reader is None:
                 self._reader = asyncio.get_running_loop().create_task(self._read_replies())
             # No health check: its PING would read a reply that belongs to a script call in flight.
@@ -294,7 +297,7 @@ class RedisIndex(Index):
         after a SCRIPT FLUSH or a failover, load the script and write the call again: it did not run)."""
         try:
             while self._in_flight:
-                connection, call = self._in_flight[0]
+                connection, call, loads = self._in_flight[0]
                 try:
                     reply = await connection.read_response()
                 except ResponseError as exc:  # an error reply: this call failed, alone
@@ -307,7 +310,9 @@ class RedisIndex(Index):
                     self._sender = asyncio.get_running_loop().create_task(self._send())
                 if isinstance(reply, NoScriptError):
                     try:
-                        await self.client.script_load(self._script.script)
+                        if loads == self._loads:  # else loaded since this call was written
+                            await self.client.script_load(self._script.script)
+                            self._loads += 1
                     except Exception as exc:
                         _settle(call, exc)
                     else:
@@ -322,7 +327,7 @@ class RedisIndex(Index):
         may both see it fail)."""
         if connection is None:
             return
-        if connection is not self._connection and all(c is not connection for c, _ in self._in_flight):
+        if connection is not self._connection and all(c is not connection for c, *_ in self._in_flight):
             return  # dropped already
         kept = deque()
         for entry in self._in_flight:
