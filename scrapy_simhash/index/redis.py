@@ -4,8 +4,8 @@ The script (``redis.lua``) reads the probed buckets, keeps members within the di
 their ids and verification blobs, or inserts the record: lookup, filter and insert are one atomic
 step, so two crawler processes cannot both become canonical. A call is written by its caller at once
 while few are in flight; beyond that, calls queue and go out together in one write when a reply
-comes back. A merge, whose caller needs no answer soon, is held and rides along with the next call
-written, so that a verified duplicate costs one script call, not two. Key schema: README "The band index".
+comes back. A merge, which only its own item waits for, is held and rides along with the next call
+written, so that a verified duplicate costs one EVALSHA, not two. Key schema: README "The band index".
 """
 
 from __future__ import annotations
