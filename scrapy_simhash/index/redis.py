@@ -224,16 +224,15 @@ class RedisIndex(Index):
 
     def _send_held(self) -> None:
         """No call went out within _HOLD: the held calls go out together, the last carrying the others."""
-        self._release = None
         carrier = self._held.pop()
-        carrier.riders, self._held = self._held, []
+        self._board(carrier)
         self._queue.append(carrier)
         if self._sender is None and len(self._in_flight) < _IN_FLIGHT:
             self._sender = asyncio.get_running_loop().create_task(self._send())
 
     def _board(self, carrier: _Call) -> None:
-        """The held calls ride along with ``carrier``."""
-        if self._held:
+        """The held calls ride along with ``carrier``; their timer stops (it runs while calls are held)."""
+        if self._release is not None:
             self._release.cancel()
             self._release = None
             carrier.riders += self._held
@@ -459,7 +458,6 @@ class RedisIndex(Index):
 
     async def close(self) -> None:
         if self._held:  # sent, not failed: their items are waiting for them
-            self._release.cancel()
             self._send_held()
             await asyncio.gather(*(call.future for call in self._queue), return_exceptions=True)
         await self._drop(self._connection, ConnectionError("the index was closed"))
