@@ -16,9 +16,9 @@ from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis_servers import LocalCluster, TLSFiles, value_of
 from scrapy_simhash.index import open_index
 from scrapy_simhash.mergelog import read_merge_log
-from test_index_contract import *  # noqa: F403 - the contract tests, collected again for the cluster
+from test_index_contract import *  # noqa: F401,F403 - the contract tests, collected again for the cluster
 from test_index_contract import _record
-from test_mergelog import record
+from test_mergelog import record as merge_log_record
 
 pytestmark = pytest.mark.slow
 
@@ -163,15 +163,15 @@ async def test_the_merge_log_stream_on_a_cluster_keeps_every_record(cluster: Loc
             assert await feed(pipeline, {"url": f"https://site.example/{i}", "body_text": body})
         copies = [{"url": f"https://mirror.example/{i}", "body_text": body} for i, body in enumerate(bodies)]
         assert await asyncio.gather(*(feed(pipeline, copy) for copy in copies)) == [False] * 10
-        burst = [record(duplicate=f"d{n}") for n in range(300)]
-        await asyncio.gather(*(pipeline.merge_log.write([record]) for record in burst))
+        burst = [merge_log_record(duplicate=f"d{n}") for n in range(300)]
+        await asyncio.gather(*(pipeline.merge_log.write([sent]) for sent in burst))
     finally:
         await pipeline.close_spider()
     records = list(read_merge_log(cluster_url(cluster), stream))
     merged = {(r["canonical_url"], r["duplicate_url"]) for r in records if r["duplicate_id"].startswith("https:")}
     assert merged == {(f"https://site.example/{i}", f"https://mirror.example/{i}") for i in range(10)}
     assert sorted(r["duplicate_id"] for r in records if not r["duplicate_id"].startswith("https:")) == sorted(
-        record["duplicate_id"] for record in burst
+        sent["duplicate_id"] for sent in burst
     )
 
 
