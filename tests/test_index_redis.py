@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 
 import numpy as np
 import pytest
@@ -259,27 +260,33 @@ async def test_script_calls_go_out_while_earlier_ones_run_and_replies_reach_thei
 
 
 async def test_a_cancelled_writer_leaves_no_call_waiting(throwaway_redis):
-    """The first caller writes for everyone queued behind it; cancelled mid-write (the server asleep,
+    """The first caller writes for everyone queued behind it; cancelled mid-write (the server frozen,
     the socket full), it must not leave their calls waiting for ever, nor the connection half-used."""
     index = open_index(throwaway_redis.url, spider="s")
     records = _records(6, seed=9)
     for record in records:
         record.shingles = np.arange(record.fingerprint % 3, 3_000_000, 3, dtype=np.uint32)  # ~2.5 MB blobs
+    # The writer's own call, ~11 MB: more than a frozen server's socket (which grows its buffer only
+    # as it reads) and ours can hold, so its write cannot finish until the server is thawed.
+    records[0].shingles = np.arange(0, 2**32 - 1, 512, dtype=np.uint32)
     await index.add(Record(id="first", fingerprint=1))  # the layout check, out of the way
-    admin = throwaway_redis.client()
-    sleeping = asyncio.create_task(asyncio.to_thread(admin.execute_command, "DEBUG", "SLEEP", "1"))
-    await asyncio.sleep(0.2)
-    tasks = [asyncio.create_task(index.add(record)) for record in records]
-    await asyncio.sleep(0.2)  # the first task is the writer, stuck in its write
-    assert not tasks[0].done()
-    tasks[0].cancel()
-    done, pending = await asyncio.wait(tasks, timeout=10)
-    await sleeping
-    assert not pending and tasks[0].cancelled()
+    throwaway_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        tasks = [asyncio.create_task(index.add(record)) for record in records]
+        while not index._in_flight:  # the first task is the writer, now inside its write
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the other tasks queue their calls behind it
+        assert not tasks[0].done()
+        tasks[0].cancel()
+        while not tasks[0].done():
+            await asyncio.sleep(0)
+    finally:
+        throwaway_redis.process.send_signal(signal.SIGCONT)
+    await asyncio.wait(tasks)
+    assert tasks[0].cancelled()
     for task in tasks[1:]:
         assert task.exception() is None or isinstance(task.exception(), redis.ConnectionError)
     for record, task in zip(records[1:], tasks[1:]):  # the index still answers, on a fresh connection
         if task.exception() is None:  # (a failed call may still have run: its reply was lost)
             assert await index.get(record.id) is not None
-    admin.close()
     await index.close()
