@@ -1,10 +1,12 @@
 """Fingerprinting throughput against the tokenise-only floor and a naive per-bit SimHash, same run;
 then the distance a one-word edit causes on corpus paragraphs, against Charikar's expectation.
 
-    python benchmarks/fingerprint.py [--corpus PATH] [--repeat 3] [--naive-every 10] [--edits 1000]
+    python benchmarks/fingerprint.py [--corpus PATH] [--repeat 5] [--naive-every 10] [--edits 1000]
 
 Every figure is measured in this run on the same machine, so the printed ratios are what to compare
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
+Short texts (listings, titles) are timed apart: the corpus cut into pieces of about 1 KB and 10 KB
+at spaces, each size against the floor on the same pieces, timed alternately in rounds of 100 texts.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import Fingerprinter, hamming
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
+CYRILLIC_LOOK_ALIKES = str.maketrans("aceopxyABCEKMOPTX", "асеорхуАВСЕКМОРТХ")
 
 
 def tokenise_floor(text: str) -> None:
@@ -49,13 +52,61 @@ def naive_simhash(text: str, width: int = 4, bits: int = 64) -> int:
 
 def throughput(func: Callable[[str], object], texts: list[str], megabytes: float, repeat: int) -> float:
     """Best-of-``repeat`` MB/s of ``func`` over ``texts`` (the best run is the least disturbed one)."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for text in texts:
-            func(text)
-        best = min(best, time.perf_counter() - start)
-    return megabytes / best
+    return megabytes / min(seconds(func, texts) for _ in range(repeat))
+
+
+def seconds(func: Callable[[str], object], texts: list[str]) -> float:
+    start = time.perf_counter()
+    for text in texts:
+        func(text)
+    return time.perf_counter() - start
+
+
+def pieces(texts: list[str], size: int) -> list[str]:
+    """``texts`` cut at spaces into consecutive pieces of at most ``size`` characters; a text's last
+    piece is kept when it is at least half that long."""
+    found = []
+    for text in texts:
+        start = 0
+        while len(text) - start >= size // 2:
+            end = text.rfind(" ", start, start + size) if len(text) - start > size else len(text)
+            end = end if end > start else start + size
+            found.append(text[start:end])
+            start = end + 1
+    return found
+
+
+def against_floor(label: str, func: Callable[[str], object], texts: list[str], rounds: int, batch: int = 100) -> None:
+    """MB/s of ``func`` and of the floor on the same ``texts``: in each round both time the same batch
+    of texts one after the other, and the medians over the rounds are printed (a round that a burst of
+    load hit is an outlier, not the result)."""
+    floor_rates, rates, ratios, per_text = [], [], [], []
+    for start in range(0, rounds * batch, batch):
+        chunk = (texts[start % len(texts) :] + texts)[:batch]
+        megabytes = sum(len(t.encode()) for t in chunk) / 1e6
+        floor, ours = seconds(tokenise_floor, chunk), seconds(func, chunk)
+        floor_rates.append(megabytes / floor)
+        rates.append(megabytes / ours)
+        ratios.append(floor / ours)
+        per_text.append(1e6 * ours / len(chunk))
+    size = sum(len(t.encode()) for t in texts) / len(texts)
+    ratio_range = f"{np.percentile(ratios, 25):.2f}-{np.percentile(ratios, 75):.2f}"
+    print(
+        f"  {label:<34} {len(texts):>5} texts of {size:>6,.0f} B: floor {np.median(floor_rates):5.1f} MB/s, "
+        f"ours {np.median(rates):5.1f} MB/s ({np.median(per_text):6.1f} us/text): "
+        f"{np.median(ratios):.2f}x the floor (quartiles {ratio_range})"
+    )
+
+
+def digest(fingerprint: Callable[[str], int], texts: list[str]) -> str:
+    return hashlib.sha256(b"".join(fingerprint(text).to_bytes(8, "little") for text in texts)).hexdigest()[:16]
+
+
+def disguise(text: str) -> str:
+    """``text`` with a soft hyphen inside every word of 4+ letters and look-alike Cyrillic letters in
+    every other word: changes that fingerprint version 2 removes."""
+    hyphenated = re.sub(r"\b(\w\w)(\w\w+)", "\\1\u00ad\\2", text).split(" ")
+    return " ".join(word.translate(CYRILLIC_LOOK_ALIKES) if i % 2 else word for i, word in enumerate(hyphenated))
 
 
 def edit_distances(texts: set[str], count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +143,8 @@ def print_edit_distances(label: str, texts: set[str], count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N timed passes (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="best of N timed passes (default 5)")
+    parser.add_argument("--pieces", type=int, default=3000, help="pieces of each short size timed (default 3000)")
     parser.add_argument("--naive-every", type=int, default=10, help="naive baseline on every Nth text (default 10)")
     parser.add_argument("--edits", type=int, default=1000, help="paragraphs for the one-word-edit figures")
     args = parser.parse_args()
@@ -100,25 +152,41 @@ def main() -> None:
     with args.corpus.open(encoding="utf-8") as lines:
         docs = [json.loads(line) for line in lines]
     texts = [f"{doc['title']}\n{doc['body_text']}" for doc in docs]
-    sample = texts[:: args.naive_every]
+    naive_sample = texts[:: args.naive_every]
     size = sum(len(t.encode()) for t in texts) / 1e6
-    sample_size = sum(len(t.encode()) for t in sample) / 1e6
+    sample_size = sum(len(t.encode()) for t in naive_sample) / 1e6
     fingerprint = Fingerprinter().fingerprint
 
     floor = throughput(tokenise_floor, texts, size, args.repeat)
     ours = throughput(fingerprint, texts, size, args.repeat)
-    naive = throughput(naive_simhash, sample, sample_size, 1)
-    ours_on_sample = throughput(fingerprint, sample, sample_size, args.repeat)
+    naive = throughput(naive_simhash, naive_sample, sample_size, 1)
+    ours_on_sample = throughput(fingerprint, naive_sample, sample_size, args.repeat)
 
-    print(f"corpus: {len(texts)} texts, {size:.1f} MB; naive baseline on {len(sample)} texts, {sample_size:.1f} MB")
+    print(f"corpus: {len(texts)} texts, {size:.1f} MB; naive on {len(naive_sample)} texts, {sample_size:.1f} MB")
     print(f"tokenise-only floor (NFKC + lower + re.findall): {floor:7.1f} MB/s")
     print(f"Fingerprinter.fingerprint:                       {ours:7.1f} MB/s")
     print(f"naive per-bit Python SimHash:                    {naive:7.1f} MB/s")
     print(f"ours / floor: {ours / floor:.2f}x (target >= 0.5x)")
     print(f"ours / naive: {ours_on_sample / naive:.1f}x on the same texts (target >= 10x)")
-    digest = hashlib.sha256(b"".join(fingerprint(text).to_bytes(8, "little") for text in texts)).hexdigest()
-    print(f"digest of all {len(texts)} fingerprints (compare across machines and Pythons): {digest[:16]}")
+    plain = digest(fingerprint, texts)
+    print(f"fingerprint version {FINGERPRINT_VERSION}: digest of all {len(texts)} fingerprints: {plain}")
+    disguised = digest(fingerprint, [disguise(text) for text in texts])
+    same = "equal: no page changed" if disguised == plain else "different"
+    print(f"  the pages with soft hyphens and Cyrillic look-alikes: {disguised} ({same})")
     print(f"  Python {platform.python_version()}, numpy {np.__version__}, Unicode {unicodedata.unidata_version}")
+
+    rounds = 8 * args.repeat
+    print(f"by text size, against the floor on the same texts, median of {rounds} rounds (Fingerprinter.fingerprint):")
+    rng = random.Random(2)
+    for size in (1_000, 10_000):
+        cut = pieces(texts, size)
+        sample = rng.sample(cut, min(args.pieces, len(cut)))
+        against_floor(f"pieces of ~{size:,} characters", fingerprint, sample, rounds)
+    against_floor("whole pages", fingerprint, rng.sample(texts, len(texts)), rounds)
+    short = rng.sample(pieces(texts, 1_000), args.pieces)
+    # A curly quote in front takes every piece off the ASCII-only path (most corpus pages are ASCII).
+    against_floor("~1,000 characters, one non-ASCII", fingerprint, ["\u2019" + t for t in short], rounds)
+    against_floor("~1,000 characters, signature()", Fingerprinter().signature, short, rounds)
 
     bodies = {doc["body_text"] for doc in docs}
     paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}

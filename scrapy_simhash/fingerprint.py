@@ -1,22 +1,23 @@
-"""SimHash fingerprints of text: tokens -> word shingles -> 64-bit hashes -> bit votes.
+"""SimHash fingerprints of text: normalised tokens -> word shingles -> 64-bit hashes -> bit votes.
 
-Pure computation, no I/O and no settings. Tokenising and hashing are vectorised with numpy over the
-text's code points, so no per-token Python work is done; README "How it works" specifies every step
-precisely enough to reimplement it elsewhere.
+Pure computation (no I/O, no settings), vectorised with numpy; README "How it works" specifies it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 
 __all__ = [
+    "DEFAULT_IGNORABLE_RANGES",
+    "FINGERPRINT_VERSION",
     "Fingerprinter",
-    "RecordSignature",
     "Shingling",
     "Signature",
     "UNSEGMENTED_RANGES",
@@ -24,6 +25,7 @@ __all__ = [
     "hamming",
     "jaccard",
     "jaccard_hashes",
+    "segment_hashes",
     "shingle_hash",
     "shingles",
     "simhash",
@@ -32,7 +34,35 @@ __all__ = [
     "verification_hashes",
 ]
 
+#: Bumped whenever any text's fingerprint or shingle hashes change; an index records the version its
+#: fingerprints were made with and refuses another. 2: invisible characters removed, look-alikes folded.
+FINGERPRINT_VERSION = 2
+
 WEIGHTINGS = ("frequency", "presence")
+
+# Default_Ignorable_Code_Point of the Unicode Character Database (DerivedCoreProperties.txt, Unicode
+# 15.0; Python's unicodedata does not have the property): characters that render as nothing, such as
+# the soft hyphen of `&shy;` or the zero width space. Normalisation removes them, since inside a word
+# they would split it. Inclusive code point ranges.
+DEFAULT_IGNORABLE_RANGES: tuple[tuple[str, int, int], ...] = (
+    ("SOFT HYPHEN", 0x00AD, 0x00AD),
+    ("COMBINING GRAPHEME JOINER", 0x034F, 0x034F),
+    ("ARABIC LETTER MARK", 0x061C, 0x061C),
+    ("HANGUL CHOSEONG FILLER, HANGUL JUNGSEONG FILLER", 0x115F, 0x1160),
+    ("KHMER VOWEL INHERENT AQ, AA", 0x17B4, 0x17B5),
+    ("MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR", 0x180B, 0x180F),
+    ("ZERO WIDTH SPACE, NON-JOINER, JOINER, LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK", 0x200B, 0x200F),
+    ("bidirectional embeddings and overrides", 0x202A, 0x202E),
+    ("WORD JOINER, invisible operators, bidirectional isolates, deprecated format characters", 0x2060, 0x206F),
+    ("HANGUL FILLER", 0x3164, 0x3164),
+    ("VARIATION SELECTOR-1 to -16", 0xFE00, 0xFE0F),
+    ("ZERO WIDTH NO-BREAK SPACE (byte order mark)", 0xFEFF, 0xFEFF),
+    ("HALFWIDTH HANGUL FILLER", 0xFFA0, 0xFFA0),
+    ("reserved", 0xFFF0, 0xFFF8),
+    ("SHORTHAND FORMAT LETTER OVERLAP to UP STEP", 0x1BCA0, 0x1BCA3),
+    ("MUSICAL SYMBOL BEGIN BEAM to END PHRASE", 0x1D173, 0x1D17A),
+    ("tags, VARIATION SELECTOR-17 to -256, reserved", 0xE0000, 0xE0FFF),
+)
 
 # Scripts written without spaces between words. ``\w+`` would make a whole run of them one token (a
 # one-character edit would change the only token), so each of their word characters is a token of
@@ -61,20 +91,23 @@ UNSEGMENTED_RANGES: tuple[tuple[str, int, int], ...] = (
 )
 
 # Token hash: polynomial over the token's code points, sum(cp[j] * _BASE**j) mod 2**64 (XXH64's
-# PRIME64_1; odd, so its inverse mod 2**64 exists and a token's hash falls out of prefix sums).
+# PRIME64_1; odd, so its inverse mod 2**64 exists: terms weighted by absolute position, summed per
+# token, times _BASE**-start, are the token's polynomial).
 _BASE = 0x9E3779B185EBCA87
 # Multiplier that folds a shingle's token hashes in order (odd, so the fold is a bijection in each
-# position), and the murmur3 fmix64 constants that spread a value over all 64 bits.
-_FOLD = np.uint64(0x9E3779B97F4A7C15)
-_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
-_SHIFT33 = np.uint64(33)
+# position), and the murmur3 fmix64 constants that spread a value over all 64 bits. 0-d arrays: a
+# numpy scalar operand is converted on every call, which costs as much as the operation on a short text.
+_FOLD = np.array(0x9E3779B97F4A7C15, dtype=np.uint64)
+_FMIX1 = np.array(0xFF51AFD7ED558CCD, dtype=np.uint64)
+_FMIX2 = np.array(0xC4CEB9FE1A85EC53, dtype=np.uint64)
+_SHIFT33 = np.array(33, dtype=np.uint64)
 
-_NON_WORD, _WORD, _SOLO = 0, 1, 2
+_NON_WORD, _WORD, _SOLO, _IGNORED = 0, 1, 2, 3
 
 
 def _code_point_classes() -> np.ndarray:
-    """Class of every code point: non-word, ``\\w`` word character, or a word character of its own.
+    """Class of every code point: non-word, ``\\w`` word character, word character of its own, or
+    default-ignorable.
 
     Built from ``re`` itself, so the word characters are exactly those of ``\\w`` in this Python.
     """
@@ -85,10 +118,23 @@ def _code_point_classes() -> np.ndarray:
     for _, first, last in UNSEGMENTED_RANGES:
         block = classes[first : last + 1]
         block[block == _WORD] = _SOLO
+    for _, first, last in DEFAULT_IGNORABLE_RANGES:
+        classes[first : last + 1] = _IGNORED
     return classes
 
 
+def _confusable_fold() -> np.ndarray:
+    """Every code point's look-alike letter (itself for most): the package's confusable_fold.json, made
+    from Unicode's confusables.txt by tools/make_confusable_fold.py (which says how)."""
+    table = json.loads(resources.files(__package__).joinpath("confusable_fold.json").read_text(encoding="utf-8"))
+    fold = np.arange(0x110000, dtype=np.uint32)
+    for source, target in table["fold"].items():
+        fold[int(source, 16)] = int(target, 16)
+    return fold
+
+
 _CLASSES = _code_point_classes()
+_LOOK_ALIKES = _confusable_fold()
 # Powers of _BASE and of its inverse by position, grown (doubling) to the longest text seen.
 _POWERS = (np.ones(0, dtype=np.uint64), np.ones(0, dtype=np.uint64))
 
@@ -107,51 +153,85 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _POWERS
 
 
-def _normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).lower()
+# ASCII text is tokenised with bytes.translate: every byte to its lower-case form if that is a word
+# character, else to 0 (NFKC and the look-alike fold change no ASCII character, and it holds no
+# default-ignorable one); then every nonzero byte to 1, a word character flag numpy reads as bool.
+_ASCII_WORD = bytes(
+    ord(char.lower()) if char.isascii() and _CLASSES[ord(char.lower())] == _WORD else 0 for char in map(chr, range(256))
+)
+_ASCII_FLAG = bytes(min(byte, 1) for byte in range(256))
 
 
-def _segment(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Code points of normalised ``text`` and the [start, end) code point offsets of its tokens."""
-    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    # Classes with a non-word sentinel either side, so that every token has an edge at both ends.
-    padded = np.zeros(len(points) + 2, dtype=np.uint8)
-    classes = padded[1:-1]
-    np.take(_CLASSES, points, out=classes, mode="clip")  # every code point is in range
-    if padded.max() < _SOLO:  # only \w runs: the class changes at every token's start and end, alternately
-        edges = np.flatnonzero(padded[1:] != padded[:-1])
-        return points, edges[0::2], edges[1::2]
-    word = classes != _NON_WORD
-    glue = classes == _WORD
-    joins = glue[1:] & glue[:-1]  # joins[i]: code point i + 1 continues the token of code point i
-    edge = np.ones(1, dtype=bool)
-    starts = np.flatnonzero(word & np.concatenate((edge, ~joins)))
-    ends = np.flatnonzero(word & np.concatenate((~joins, edge))) + 1
-    return points, starts, ends
+def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The code points of ``text`` as fingerprints read it, where its tokens start, which code points
+    are word characters, and whether the points of the others are 0.
+
+    Normalisation: default-ignorable code points removed, NFKC, lower case, look-alike letters
+    folded. NFKC and lower() turn default-ignorables into default-ignorables only, and nothing else
+    into one, so the normalised text holds one exactly when ``text`` does: only then is ``text``
+    searched for them. A token is a run of word characters, or a word character of an unsegmented
+    script (class :data:`_SOLO`) alone.
+    """
+    if text.isascii():
+        points = text.encode("ascii").translate(_ASCII_WORD)
+        word = np.frombuffer((b"\0" + points).translate(_ASCII_FLAG), dtype=bool)  # a non-word character first
+        return np.frombuffer(points, dtype=np.uint8), (word[1:] > word[:-1]).nonzero()[0], word[1:], True
+    normalised = unicodedata.normalize("NFKC", text).lower()
+    points = np.frombuffer(normalised.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    classes = _CLASSES.take(points)
+    top = classes.max(initial=_NON_WORD)
+    if top == _IGNORED:
+        raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        return _tokenise(_text(raw[_CLASSES.take(raw) != _IGNORED]))
+    word = np.empty(len(points) + 1, dtype=bool)
+    word[0] = False
+    np.not_equal(classes, _NON_WORD, out=word[1:])
+    if top == _SOLO:
+        glue = classes == _WORD
+        continues = np.empty(len(word), dtype=bool)  # continues[i + 1]: code point i continues a token
+        continues[:2] = False
+        np.logical_and(glue[1:], glue[:-1], out=continues[2:])
+        starts = (word[1:] > continues[1:]).nonzero()[0]
+    else:
+        starts = (word[1:] > word[:-1]).nonzero()[0]
+    return _LOOK_ALIKES.take(points), starts, word[1:], False
+
+
+def _text(points: np.ndarray) -> str:
+    return points.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
 
 
 def _fmix64(x: np.ndarray) -> np.ndarray:
     """murmur3's finaliser, in place on ``x`` (an array the caller owns), which it returns."""
-    x ^= x >> _SHIFT33
+    shifted = x >> _SHIFT33
+    x ^= shifted
     x *= _FMIX1
-    x ^= x >> _SHIFT33
+    np.right_shift(x, _SHIFT33, out=shifted)
+    x ^= shifted
     x *= _FMIX2
-    x ^= x >> _SHIFT33
+    np.right_shift(x, _SHIFT33, out=shifted)
+    x ^= shifted
     return x
 
 
-def _token_hashes(normalised: str) -> np.ndarray:
-    """fmix64 of each token's polynomial hash, in text order, from one prefix sum over the text."""
-    points, starts, ends = _segment(normalised)
+_NO_HASHES = np.zeros(0, dtype=np.uint64)
+
+
+def _token_hashes(points: np.ndarray, starts: np.ndarray, word: np.ndarray, zeroed: bool) -> np.ndarray:
+    """fmix64 of each token's polynomial hash, in text order (arguments as :func:`_tokenise` gives).
+
+    The terms ``cp * B**position`` of the word characters, summed per token (``add.reduceat`` from
+    each start: the terms of non-word characters are 0), times ``B**-start``.
+    """
+    if not len(starts):
+        return _NO_HASHES
     n = len(points)
     powers, inverses = _powers(n)
-    prefix = np.empty(n + 1, dtype=np.uint64)
-    prefix[0] = 0
-    np.multiply(points, powers[:n], out=prefix[1:])
-    np.cumsum(prefix[1:], out=prefix[1:])
-    hashes = prefix[ends]
-    hashes -= prefix[starts]
-    hashes *= inverses[starts]
+    terms = np.multiply(points, powers[:n])
+    if not zeroed:
+        terms *= word
+    hashes = np.add.reduceat(terms, starts)
+    hashes *= inverses.take(starts)
     return _fmix64(hashes)
 
 
@@ -161,24 +241,57 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     if n == 0:
         return token_hashes
     span = min(width, n)
-    folded = token_hashes[: n - span + 1].copy()
+    count = n - span + 1
+    folded = token_hashes[:count].copy()
     for offset in range(1, span):
         folded *= _FOLD
-        folded += token_hashes[offset : n - span + 1 + offset]
+        folded += token_hashes[offset : count + offset]
     return _fmix64(folded)
 
 
+def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """A 64-bit hash and the token count of every line of ``text`` (split on "\\n"), in order.
+
+    A text's lines are its segments: html-text ends every block (paragraph, list item, heading) with
+    a line break. The hash is that of the line's :func:`tokens` in order, so two lines that differ
+    only in case, spacing or punctuation hash alike; a line without tokens has hash 0 and count 0.
+    """
+    points, starts, word, zeroed = _tokenise(text)
+    line_count = text.count("\n") + 1  # normalisation keeps every "\n" and makes none
+    hashes = np.zeros(line_count, dtype=np.uint64)
+    counts = np.zeros(line_count, dtype=np.int64)
+    if len(starts) == 0:
+        return hashes, counts
+    # The ASCII path zeroes non-word characters, so its line breaks are read from the text itself.
+    newlines = np.frombuffer(text.encode("ascii"), np.uint8) == 10 if zeroed else points == 10
+    line_of = np.searchsorted(np.flatnonzero(newlines), starts)  # line breaks before each token
+    first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
+    lines = line_of[first]
+    counts[lines] = np.diff(np.append(first, len(starts)))
+    # Each token's hash mixed with its place in the line, summed per line: order counts.
+    place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
+    mixed = _token_hashes(points, starts, word, zeroed)
+    mixed ^= place * _FOLD
+    hashes[lines] = _fmix64(np.add.reduceat(_fmix64(mixed), first))
+    return hashes, counts
+
+
 def tokens(text: str) -> list[str]:
-    """Tokens of NFKC-normalised, lower-cased ``text``: ``\\w+`` runs, except that every word
-    character of an unsegmented script (:data:`UNSEGMENTED_RANGES`) is a token of its own."""
-    normalised = _normalise(text)
-    _, starts, ends = _segment(normalised)
+    """Tokens of normalised ``text`` (:data:`DEFAULT_IGNORABLE_RANGES` removed, NFKC, lower case,
+    look-alike letters folded): ``\\w+`` runs, except that every word character of an unsegmented
+    script (:data:`UNSEGMENTED_RANGES`) is a token of its own."""
+    points, starts, word, _ = _tokenise(text)
+    n = len(points)
+    breaks = np.flatnonzero(~word)
+    # A token ends at the next token's start or at the first non-word character after its start.
+    ends = np.minimum(np.append(starts[1:], n), np.append(breaks, n)[np.searchsorted(breaks, starts)])
+    normalised = _text(points)
     return [normalised[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def token_count(text: str) -> int:
     """``len(tokens(text))`` without building the token strings (a word count for length rules)."""
-    return len(_segment(_normalise(text))[1])
+    return len(_tokenise(text)[1])
 
 
 def shingles(text: str, width: int = 4) -> list[str]:
@@ -199,7 +312,7 @@ def shingle_hash(shingle: str) -> int:
     The shingle is re-tokenised, so the hash is the fold over all its tokens: exactly the value the
     text path computes for the same run of tokens.
     """
-    token_hashes = _token_hashes(_normalise(shingle))
+    token_hashes = _token_hashes(*_tokenise(shingle))
     if len(token_hashes) == 0:
         raise ValueError(f"a shingle needs at least one token, got {shingle!r}")
     return int(_shingle_hashes(token_hashes, width=len(token_hashes))[0])
@@ -210,8 +323,31 @@ def _check_width(width: int) -> None:
         raise ValueError(f"shingle width must be >= 1, got {width}")
 
 
-# _BYTE_BITS[v, k] is bit k of byte value v: turns per-byte vote tallies into per-bit votes.
-_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(np.float64)
+# lanes[k, i] = hash i >> k & _LANE_BITS: bits k, k + 8, ..., k + 56 of the hash, one per byte.
+_LANE_SHIFTS = np.arange(8, dtype=np.uint64)[:, None]
+_LANE_BITS = np.array(0x0101010101010101, dtype=np.uint64)
+# Bit value of the vote of byte j of lane k (bit 8j + k), in the order of counts.reshape(8, 8).ravel().
+_LANE_BIT_VALUES = np.array([1 << (8 * j + k) for k in range(8) for j in range(8)], dtype=np.uint64)
+
+
+def _vote(hashes: np.ndarray) -> int:
+    """The 64-bit majority vote of ``hashes``: bit i set where more than half of them have bit i set.
+
+    Eight shifted copies of the hashes, masked to one bit per byte, add up 8 bits of every hash per
+    byte without a carry while at most 255 are added (longer inputs in blocks of 255): lane k's
+    byte j counts bit 8j + k.
+    """
+    n = len(hashes)
+    if n == 0:
+        return 0
+    lanes = hashes >> _LANE_SHIFTS
+    lanes &= _LANE_BITS
+    if n <= 255:
+        counts = lanes.sum(axis=1).astype("<u8", copy=False).view(np.uint8)
+    else:
+        blocks = np.add.reduceat(lanes, np.arange(0, n, 255), axis=1).astype("<u8", copy=False)
+        counts = blocks.view(np.uint8).reshape(8, -1, 8).sum(axis=1).ravel()
+    return int((counts > n // 2) @ _LANE_BIT_VALUES)
 
 
 def _sorted_distinct(values: np.ndarray) -> np.ndarray:
@@ -230,9 +366,14 @@ def _distinct_of_sorted(ordered: np.ndarray) -> np.ndarray:
     return ordered[first]
 
 
+# Words used throughout: "shingles" are the strings (:func:`shingles`); "shingle hashes" their 64-bit
+# hashes in text order, repeats included, which vote on the fingerprint; "verification hashes" the
+# sorted distinct low 32 bits of the shingle hashes, which a record keeps for Jaccard verification.
+
+
 @dataclass(frozen=True)
 class Shingling:
-    """A text tokenised once: its token count and every shingle's hash in text order, repeats included."""
+    """A text tokenised once: its token count and its shingle hashes."""
 
     words: int
     hashes: np.ndarray
@@ -240,18 +381,17 @@ class Shingling:
 
 @dataclass(frozen=True)
 class Signature:
-    """A text's fingerprint and the sorted distinct shingle hashes that Jaccard verification needs."""
+    """What a record keeps of a text: its fingerprint and its verification hashes."""
 
     fingerprint: int
-    shingles: np.ndarray
+    hashes: np.ndarray
 
 
-@dataclass(frozen=True)
-class RecordSignature:
-    """What an index record keeps of a text: its fingerprint and its :func:`verification_hashes`."""
-
-    fingerprint: int
-    verification: np.ndarray
+def _without(hashes: np.ndarray, exclude: np.ndarray | None) -> np.ndarray:
+    """The shingle hashes whose verification hashes (low 32 bits) are not in ``exclude``."""
+    if exclude is not None and len(exclude) and len(hashes):
+        return hashes[~np.isin(hashes.astype(np.uint32), exclude)]
+    return hashes
 
 
 class Fingerprinter:
@@ -274,59 +414,31 @@ class Fingerprinter:
 
     def shingling(self, text: str) -> Shingling:
         """Tokenise ``text`` once: its token count (:func:`token_count`) and its shingle hashes."""
-        token_hashes = _token_hashes(_normalise(text))
+        token_hashes = _token_hashes(*_tokenise(text))
         return Shingling(len(token_hashes), _shingle_hashes(token_hashes, self.width))
 
     def shingle_hashes(self, text: str) -> np.ndarray:
-        """Hashes of every shingle of ``text`` in text order, repeats included."""
-        return self.shingling(text).hashes
+        """The 64-bit hash of every shingle of ``text``, in text order, repeats included."""
+        return _shingle_hashes(_token_hashes(*_tokenise(text)), self.width)
 
-    def boilerplate_hashes(self, boilerplate: Iterable[str]) -> np.ndarray:
-        """Sorted hashes of boilerplate shingle strings, ready for :meth:`signature`."""
-        return np.unique(np.fromiter(map(shingle_hash, boilerplate), dtype=np.uint64))
+    def signature(self, text: str | Shingling, exclude: np.ndarray | None = None) -> Signature:
+        """The fingerprint and verification hashes of ``text`` (or of its :meth:`shingling`), leaving out
+        the shingles whose verification hashes are in ``exclude`` (sorted, such as a host's furniture)."""
+        hashes = _without((text if isinstance(text, Shingling) else self.shingling(text)).hashes, exclude)
+        return Signature(self._weighted_vote(hashes), verification_hashes(hashes))
 
-    def signature(self, text: str | Shingling, boilerplate: np.ndarray | None = None) -> Signature:
-        """Fingerprint ``text`` (or its :meth:`shingling`), ignoring shingles whose hashes are in ``boilerplate``."""
-        hashes = self._content_hashes(text, boilerplate)
-        distinct = _sorted_distinct(hashes)
-        # Frequency weighting: a shingle's weight is its number of occurrences, one vote each.
-        return Signature(self.vote(hashes if self.weighting == "frequency" else distinct), distinct)
+    def fingerprint(self, text: str, exclude: np.ndarray | None = None) -> int:
+        """The fingerprint alone (see :meth:`signature`), without the verification hashes."""
+        return self._weighted_vote(_without(self.shingle_hashes(text), exclude))
 
-    def record_signature(self, text: str | Shingling, boilerplate: np.ndarray | None = None) -> RecordSignature:
-        """:meth:`signature`'s fingerprint and the verification hashes of its shingles, without the sorted
-        64-bit set in between (frequency weighting votes with every occurrence and needs no distinct set)."""
-        hashes = self._content_hashes(text, boilerplate)
-        if self.weighting == "frequency":
-            return RecordSignature(self.vote(hashes), verification_hashes(hashes))
-        distinct = _sorted_distinct(hashes)
-        return RecordSignature(self.vote(distinct), verification_hashes(distinct))
-
-    def _content_hashes(self, text: str | Shingling, boilerplate: np.ndarray | None) -> np.ndarray:
-        """Every shingle hash of ``text`` not in sorted ``boilerplate``, repeats included."""
-        hashes = (text if isinstance(text, Shingling) else self.shingling(text)).hashes
-        if boilerplate is not None and len(boilerplate) and len(hashes):
-            hashes = hashes[~np.isin(hashes, boilerplate)]
-        return hashes
+    def _weighted_vote(self, hashes: np.ndarray) -> int:
+        """Frequency weighting: every occurrence of a shingle votes; presence: each distinct one once."""
+        return self.vote(hashes if self.weighting == "frequency" else _sorted_distinct(hashes))
 
     def vote(self, hashes: np.ndarray) -> int:
         """Charikar's bit vote, one vote per element of ``hashes`` (repeats vote again): bit i is set
-        where more than half of the elements have bit i set.
-
-        Tallies byte values (8 bincounts) instead of unpacking 64 bits per hash.
-        """
-        if len(hashes) == 0:
-            return 0
-        columns = hashes.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8).T
-        # float64 sums of integer tallies are exact up to 2**53, far beyond any text's shingle count.
-        tallies = np.empty((8, 256), dtype=np.float64)
-        for byte, column in enumerate(columns):
-            tallies[byte] = np.bincount(column, minlength=256)
-        majority = 2 * (tallies @ _BYTE_BITS).ravel() > len(hashes)
-        return int(np.packbits(majority, bitorder="little").view("<u8")[0]) & self._mask
-
-    def fingerprint(self, text: str, boilerplate: np.ndarray | None = None) -> int:
-        """The fingerprint alone (see :meth:`signature`)."""
-        return self.signature(text, boilerplate).fingerprint
+        where more than half of the elements have bit i set (see :func:`_vote`)."""
+        return _vote(hashes) & self._mask
 
 
 def simhash(
@@ -337,10 +449,11 @@ def simhash(
     boilerplate: Iterable[str] = frozenset(),
     weighting: str = "frequency",
 ) -> int:
-    """Charikar SimHash of ``text``'s word shingles; 0 when no content is left (never index 0)."""
+    """Charikar SimHash of ``text``'s word shingles, leaving out the ``boilerplate`` shingles (strings
+    as :func:`shingles` gives them); 0 when no content is left (never index 0)."""
     fingerprinter = Fingerprinter(bits=bits, width=width, weighting=weighting)
-    excluded = fingerprinter.boilerplate_hashes(boilerplate) if boilerplate else None
-    return fingerprinter.fingerprint(text, excluded)
+    exclude = verification_hashes(np.fromiter(map(shingle_hash, boilerplate), dtype=np.uint64)) if boilerplate else None
+    return fingerprinter.fingerprint(text, exclude)
 
 
 def hamming(a: int, b: int) -> int:
@@ -350,10 +463,10 @@ def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
 
-def verification_hashes(shingles: np.ndarray) -> np.ndarray:
+def verification_hashes(shingle_hashes: np.ndarray) -> np.ndarray:
     """The sorted distinct 32-bit hashes a record keeps for Jaccard: the low bits of its shingle hashes
     (distinct or not: repeats are dropped here)."""
-    low = shingles.astype(np.uint32)
+    low = shingle_hashes.astype(np.uint32)
     low.sort()
     return _distinct_of_sorted(low)
 
@@ -374,8 +487,9 @@ def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def jaccard(a_text: str, b_text: str, width: int = 4) -> float:
-    """Shingle-set Jaccard similarity of two texts; two empty texts give 1.0."""
-    return jaccard_hashes(*(np.unique(Fingerprinter(width=width).shingle_hashes(t)) for t in (a_text, b_text)))
+    """Shingle-set Jaccard similarity of two texts (on their verification hashes); two empty texts give 1.0."""
+    fingerprinter = Fingerprinter(width=width)
+    return jaccard_hashes(*(verification_hashes(fingerprinter.shingle_hashes(t)) for t in (a_text, b_text)))
 
 
 def band_keys(fingerprint: int, bands: int = 4, bits: int = 64) -> list[tuple[int, int]]:

@@ -7,7 +7,10 @@ import json
 import pytest
 from make_golden import GOLDEN, golden_entry
 
-PINNED = json.loads(GOLDEN.read_text(encoding="utf-8"))["texts"]
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION
+
+GOLDEN_FILE = json.loads(GOLDEN.read_text(encoding="utf-8"))
+PINNED = GOLDEN_FILE["texts"]
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
@@ -21,3 +24,16 @@ def test_golden_file_covers_empty_and_no_content_texts() -> None:
     """The empty text and a punctuation-only text have no shingles: fingerprint 0, never indexed."""
     for name in ("empty", "punctuation only"):
         assert set(PINNED[name]["fingerprints"].values()) == {f"{0:#018x}"}
+
+
+def test_golden_file_is_of_this_fingerprint_version() -> None:
+    assert GOLDEN_FILE["fingerprint_version"] == FINGERPRINT_VERSION
+
+
+@pytest.mark.parametrize("name", [name for name in PINNED if name.startswith("english, ")])
+def test_disguised_copies_fingerprint_as_the_original(name: str) -> None:
+    """Invisible characters inside words and look-alike letters change nothing normalisation keeps."""
+    assert PINNED[name]["text"] != PINNED["english"]["text"]
+    assert {key: PINNED[name][key] for key in ("fingerprints", "shingle_hashes")} == {
+        key: PINNED["english"][key] for key in ("fingerprints", "shingle_hashes")
+    }

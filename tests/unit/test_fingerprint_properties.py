@@ -3,9 +3,11 @@ tokens equal ``re``'s ``\\w``, hamming is a metric, band_keys keeps the pigeonho
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from scrapy_simhash import fingerprint
 from scrapy_simhash.fingerprint import (
+    DEFAULT_IGNORABLE_RANGES,
     UNSEGMENTED_RANGES,
     Fingerprinter,
     band_keys,
@@ -23,7 +26,6 @@ from scrapy_simhash.fingerprint import (
     simhash,
     token_count,
     tokens,
-    verification_hashes,
 )
 
 # The constants as the README states them (not imported: this checks the documentation).
@@ -36,8 +38,22 @@ SOLO = "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for _, first, l
 REFERENCE_TOKEN = re.compile(rf"[^\W{SOLO}]+|\w")
 
 
+# The package's table of look-alike letters, applied with str.translate.
+LOOK_ALIKES = {
+    int(source, 16): int(target, 16)
+    for source, target in json.loads(
+        Path(fingerprint.__file__).with_name("confusable_fold.json").read_text(encoding="utf-8")
+    )["fold"].items()
+}
+IGNORABLE = dict.fromkeys(point for _, first, last in DEFAULT_IGNORABLE_RANGES for point in range(first, last + 1))
+
+
+def reference_normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text.translate(IGNORABLE)).lower().translate(LOOK_ALIKES)
+
+
 def reference_tokens(text: str) -> list[str]:
-    return REFERENCE_TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+    return REFERENCE_TOKEN.findall(reference_normalise(text))
 
 
 def fmix64(x: int) -> int:
@@ -70,24 +86,53 @@ def reference_simhash(text: str, width: int = 4, weighting: str = "frequency") -
 
 
 WORDS = ["scrapy", "Spider", "item", "ÉTÉ", "ﬁle", "x_1", "42", "東京", "は", "ภาษาไทย", "한국어", "مرحبا", "ー々"]
+WORDS += ["\u0440\u0430\u0443", "ΑΘΗΝΑ", "ᄀ", "ᅡ"]  # Cyrillic and Greek look-alikes, conjoining Hangul jamo
+SEPARATORS = [" ", "", ", ", "。", "\n", "-", "\u00ad", "\u200b", "\u200d", "\u1160", "\ufe0f", "\U000e0041"]
 texts = st.one_of(
     st.text(max_size=200),
-    st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from([" ", "", ", ", "。", "\n", "-"])), max_size=40).map(
+    st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), max_size=40).map(
         lambda pairs: "".join(word + separator for word, separator in pairs)
     ),
 )
 
 
 def test_word_characters_are_exactly_those_of_re_backslash_w() -> None:
-    """CPython's ``\\w`` is ``isalnum() or '_'``; the lookup table must agree on every code point."""
+    """CPython's ``\\w`` is ``isalnum() or '_'``; the lookup table must agree on every code point
+    but the default-ignorables, which normalisation removes."""
     every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
     expected = np.fromiter((char.isalnum() or char == "_" for char in every), dtype=bool, count=len(every))
+    ignorable = np.zeros(len(every), dtype=bool)
+    ignorable[list(IGNORABLE)] = True
     classes = fingerprint._CLASSES
-    assert np.array_equal(classes != 0, expected)
+    assert np.array_equal(classes == 3, ignorable)
+    assert np.array_equal(classes[~ignorable] != 0, expected[~ignorable])
     solo = np.zeros(len(every), dtype=bool)
     for _, first, last in UNSEGMENTED_RANGES:
         solo[first : last + 1] = True
-    assert np.array_equal(classes == 2, expected & solo)
+    assert np.array_equal(classes == 2, expected & solo & ~ignorable)
+
+
+def test_normalisation_creates_and_removes_no_default_ignorable_code_point() -> None:
+    """NFKC and lower() turn each default-ignorable into default-ignorables only and create none from
+    any other character, so a text holds one exactly when its normalised form does (the fast path
+    looks for them there), and removing them first leaves none."""
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    for char in every:
+        normalised = unicodedata.normalize("NFKC", char).lower()
+        assert normalised and all((ord(c) in IGNORABLE) == (ord(char) in IGNORABLE) for c in normalised)
+    assert not any(map(IGNORABLE.__contains__, map(ord, fingerprint._text(fingerprint._tokenise(every)[0]))))
+
+
+def test_look_alike_table_is_a_fold_of_letters_that_keeps_the_token_classes() -> None:
+    """Folding twice changes nothing; only normalised left-to-right letters of scripts written with
+    spaces are folded, so the tokens of a text are where they were before folding."""
+    classes = fingerprint._CLASSES
+    for source, target in LOOK_ALIKES.items():
+        assert target not in LOOK_ALIKES
+        for char in (chr(source), chr(target)):
+            assert unicodedata.category(char).startswith("L") and unicodedata.bidirectional(char) == "L"
+            assert reference_normalise(char) == chr(target)
+            assert classes[ord(char)] == 1
 
 
 @settings(deadline=None)  # timing varies on a shared machine; correctness is the point
@@ -137,18 +182,37 @@ def test_one_shingling_gives_the_word_count_and_the_signature(text: str, width: 
     fingerprinter = Fingerprinter(width=width, weighting=weighting)
     shingling = fingerprinter.shingling(text)
     assert shingling.words == token_count(text) == len(reference_tokens(text))
+    np.testing.assert_array_equal(shingling.hashes, fingerprinter.shingle_hashes(text))
     from_text, from_shingling = fingerprinter.signature(text), fingerprinter.signature(shingling)
     assert from_shingling.fingerprint == from_text.fingerprint == reference_simhash(text, width, weighting)
-    np.testing.assert_array_equal(from_shingling.shingles, from_text.shingles)
-    boilerplate = from_text.shingles[::2]
-    without = [fingerprinter.signature(source, boilerplate) for source in (shingling, text)]
-    assert without[0].fingerprint == without[1].fingerprint
-    np.testing.assert_array_equal(without[0].shingles, without[1].shingles)
-    # What a record keeps, computed without the sorted 64-bit set: the same fingerprint and hashes.
-    for excluded, signature in ((None, from_text), (boilerplate, without[1])):
-        record = fingerprinter.record_signature(shingling, excluded)
-        assert record.fingerprint == signature.fingerprint
-        np.testing.assert_array_equal(record.verification, verification_hashes(signature.shingles))
+    assert fingerprinter.fingerprint(text) == from_text.fingerprint
+    # Verification hashes: the sorted distinct low 32 bits of the shingle hashes.
+    expected = sorted({value & 0xFFFFFFFF for value in shingling.hashes.tolist()})
+    assert from_text.hashes.dtype == np.uint32 and from_text.hashes.tolist() == expected
+    np.testing.assert_array_equal(from_shingling.hashes, from_text.hashes)
+    # Excluded shingles neither vote nor are kept, whether the text or its shingling is given.
+    exclude = from_text.hashes[::2]
+    kept = [value for value in shingling.hashes.tolist() if value & 0xFFFFFFFF not in set(exclude.tolist())]
+    without = [fingerprinter.signature(source, exclude) for source in (shingling, text)]
+    for signature in without:
+        assert signature.fingerprint == fingerprinter.vote(
+            np.array(kept if weighting == "frequency" else sorted(set(kept)), dtype=np.uint64)
+        )
+        assert signature.hashes.tolist() == sorted({value & 0xFFFFFFFF for value in kept})
+    assert fingerprinter.fingerprint(text, exclude) == without[0].fingerprint
+
+
+all_ones = st.integers(0, 1100).map(lambda n: [2**64 - 1] * n)
+
+
+@settings(deadline=None)
+@given(st.one_of(st.lists(st.integers(0, 2**64 - 1), max_size=600), all_ones))
+def test_vote_counts_every_bit_of_any_number_of_hashes(values: list[int]) -> None:
+    """Per-byte counters hold at most 255 votes: 255, 256 and longer inputs (counted in blocks) and
+    all-ones hashes (every counter full) must vote as a plain count does."""
+    hashes = np.array(values, dtype=np.uint64)
+    expected = sum(1 << bit for bit in range(64) if 2 * sum(value >> bit & 1 for value in values) > len(values))
+    assert Fingerprinter().vote(hashes) == expected
 
 
 # Small ranges make the two sets overlap often; the full range covers hashes with the high bit set.

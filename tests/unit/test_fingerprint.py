@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-import re
 
 import numpy as np
 import pytest
+from texts import CHINESE_PARK, CHINESE_RECIPE, passages
 
 from scrapy_simhash.fingerprint import (
     Fingerprinter,
@@ -15,6 +15,7 @@ from scrapy_simhash.fingerprint import (
     hamming,
     jaccard,
     jaccard_hashes,
+    segment_hashes,
     shingle_hash,
     shingles,
     simhash,
@@ -22,29 +23,6 @@ from scrapy_simhash.fingerprint import (
 )
 
 SENTENCE = "the spider follows every link on the page and yields one item per product it finds there"
-# Two short Chinese passages on unrelated subjects (a park walk; a cooking recipe).
-CHINESE_PARK = (
-    "今天北京的天气很好，阳光明媚，微风不燥。我们一起去公园散步，看见很多老人在湖边下棋，"
-    "孩子们在草地上放风筝，年轻人沿着小路跑步。公园东边的花园里开满了桃花和杏花，游客们纷纷拍照留念。"
-    "中午我们在长椅上吃了自己带的三明治，下午又去博物馆参观了一个关于古代书法的展览。"
-)
-CHINESE_RECIPE = (
-    "做红烧肉要先把五花肉切成方块，冷水下锅焯水，撇去浮沫后捞出沥干。锅中放少许油，加入冰糖小火炒出糖色，"
-    "再把肉块倒进去翻炒上色。然后加入生抽、老抽、料酒、葱段、姜片和八角，倒入开水没过肉块，"
-    "大火烧开后转小火慢炖一个小时，最后大火收汁即可出锅装盘。"
-)
-
-
-def passages(corpus: list[dict], min_words: int, max_words: int) -> list[tuple[str, str]]:
-    """Distinct paragraphs of the corpus with a word count in range, as (page, paragraph)."""
-    seen: set[str] = set()
-    found = []
-    for doc in corpus:
-        for paragraph in re.split(r"\n\s*\n", doc["body_text"]):
-            if min_words <= len(paragraph.split()) <= max_words and paragraph not in seen:
-                seen.add(paragraph)
-                found.append((doc["page"], paragraph))
-    return found
 
 
 def weighted_angle(a: str, b: str) -> float:
@@ -134,7 +112,7 @@ def test_shared_navigation_is_close_until_its_shingles_are_excluded(corpus: list
 
 def test_boilerplate_only_text_has_no_content_left() -> None:
     assert simhash(SENTENCE, boilerplate=set(shingles(SENTENCE))) == 0
-    assert Fingerprinter().signature("").shingles.size == 0
+    assert Fingerprinter().signature("").hashes.size == 0
 
 
 def test_cjk_one_character_edit_stays_close_and_unrelated_cjk_is_far() -> None:
@@ -185,6 +163,24 @@ def test_token_hashes_do_not_depend_on_position_in_long_texts() -> None:
     hashes = Fingerprinter().shingle_hashes(text).tolist()
     assert len(text) > 300_000
     assert hashes[-1] == hashes[len(shingles(SENTENCE)) - 1] == shingle_hash(shingles(SENTENCE)[-1])
+
+
+def test_segment_hashes_hash_each_line_by_its_words() -> None:
+    text = "Related stories\n\n  related, STORIES!\nstories related\n\u00a0\nWord 42"
+    hashes, counts = segment_hashes(text)
+    assert len(hashes) == len(counts) == text.count("\n") + 1
+    assert counts.tolist() == [2, 0, 2, 2, 0, 2]
+    assert hashes[0] == hashes[2] != 0  # case, spacing and punctuation do not count
+    assert hashes[3] != hashes[0]  # word order does
+    assert hashes[1] == hashes[4] == 0  # a line without words
+    assert segment_hashes("Word 42")[0][0] == hashes[5]  # a line hashes alike wherever it stands
+    assert len(set(segment_hashes("\n".join(f"line {i}" for i in range(1000)))[0].tolist())) == 1000
+
+
+def test_segment_hashes_of_unsegmented_scripts_and_empty_text() -> None:
+    hashes, counts = segment_hashes(f"{CHINESE_PARK}\n{CHINESE_RECIPE}\n{CHINESE_PARK}")
+    assert hashes[0] == hashes[2] != hashes[1] and counts[0] == len(tokens(CHINESE_PARK))
+    assert segment_hashes("")[0].tolist() == [0] and segment_hashes("\n\n")[1].tolist() == [0, 0, 0]
 
 
 def test_jaccard() -> None:
