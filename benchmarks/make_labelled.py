@@ -57,7 +57,7 @@ def duplicate_pairs(docs: list[dict], rng: random.Random) -> list[dict]:
 
 def distinct_pairs(docs: list[dict], rng: random.Random) -> list[dict]:
     fingerprinter = Fingerprinter()
-    shingles = {doc["id"]: fingerprinter.signature(doc["body_text"]).shingles for doc in docs}
+    hashes = {doc["id"]: fingerprinter.signature(doc["body_text"]).hashes for doc in docs}
     by_release = defaultdict(list)
     for doc in docs:
         by_release[doc["release"]].append(doc)
@@ -65,7 +65,7 @@ def distinct_pairs(docs: list[dict], rng: random.Random) -> list[dict]:
     for release_docs in by_release.values():
         for a, b in combinations(release_docs, 2):
             key = tuple(sorted((a["page"], b["page"])))
-            similarity = jaccard_hashes(shingles[a["id"]], shingles[b["id"]])
+            similarity = jaccard_hashes(hashes[a["id"]], hashes[b["id"]])
             if key not in best or similarity > best[key][0]:
                 best[key] = (similarity, a, b)
     hardest = sorted(best.values(), key=lambda item: (-item[0], item[1]["id"]))[:HARD_DISTINCT]

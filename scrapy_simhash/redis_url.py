@@ -1,7 +1,7 @@
-"""Redis clients from URLs: ``redis+cluster://`` and ``rediss+cluster://`` name a Redis Cluster.
+"""Store URLs: Redis clients from them (``redis+cluster://`` names a Redis Cluster), and masked for messages.
 
 One place for the scheme, shared by the index and the merge log, so that a setting that works for
-one works for the other.
+one works for the other; and one place that keeps a password out of logs, stats and errors.
 """
 
 from __future__ import annotations
@@ -12,9 +12,34 @@ import redis
 import redis.asyncio
 import redis.cluster
 
-__all__ = ["CLUSTER_SCHEMES", "async_client", "is_cluster", "sync_client"]
+__all__ = ["CLUSTER_SCHEMES", "async_client", "is_cluster", "mask_url", "sync_client"]
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+MASK = "***"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password, in the user part or in a ``password=`` query parameter, as ``***``.
+
+    The user name stays. Text that is not a URL (a file path) is returned as it is; a malformed URL
+    is masked all the same, never refused: this runs on the way to an error message.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, hash_sign, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.partition(':')[0]}:{MASK}@{host}"
+    if query:
+        query = "&".join(
+            f"{key}={MASK}" if key.lower() == "password" else part
+            for part in query.split("&")
+            for key in [part.partition("=")[0]]
+        )
+    return f"{scheme}://{authority}{slash}{path}{question}{query}{hash_sign}{fragment}"
 
 
 def is_cluster(url: str) -> bool:
@@ -37,3 +62,4 @@ def sync_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
     if is_cluster(url):
         return redis.cluster.RedisCluster.from_url(_node_url(url))
     return redis.Redis.from_url(url)
+

@@ -47,6 +47,10 @@ def value_of(client: redis.Redis | redis.RedisCluster, key: bytes) -> object:
         return client.zrange(key, 0, -1, withscores=True)
     if kind == "set":
         return sorted(client.smembers(key))
+    if kind == "stream":
+        return client.xrange(key)
+    if kind == "list":
+        return client.lrange(key, 0, -1)
     return {"string": client.get, "hash": client.hgetall}[kind](key)
 
 
@@ -376,3 +380,23 @@ def cluster(redis_cluster: LocalCluster) -> Iterator[LocalCluster]:
     redis_cluster.flush()
     yield redis_cluster
     redis_cluster.heal()
+
+
+def keyspace(url: str, prefix: str) -> dict:
+    """Every key of the index under ``prefix`` (and its page data), with its value, as plain data."""
+    from scrapy_simhash.redis_url import sync_client
+
+    client = sync_client(url)
+    data_prefix = prefix.replace("{", "").replace("}", "")
+    found = {}
+    try:
+        for pattern in (f"{prefix}:*", f"{data_prefix}:d:*"):
+            nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
+            for node in nodes:
+                scan = client.scan_iter(match=pattern.replace("{", "[{]").replace("}", "[}]"), count=1000,
+                                        **({"target_nodes": node} if node is not None else {}))
+                for key in scan:
+                    found[key] = value_of(client, key)
+    finally:
+        client.close()
+    return found

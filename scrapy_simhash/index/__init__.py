@@ -1,56 +1,91 @@
-"""The band index behind the pipeline: :func:`open_index` picks a backend by URL.
+"""The index behind the pipeline: :func:`open_index` picks a backend by the URL's scheme.
 
-``sqlite:///path/to/index.db`` (the embedded default, persistent) or ``redis://`` / ``rediss://``
-(shared between crawler processes; ``redis+cluster://`` / ``rediss+cluster://`` on a Redis Cluster).
-Both implement :class:`~scrapy_simhash.index.base.Index`.
+``sqlite:///path/to/index.db`` (embedded, persistent) or ``redis://`` / ``rediss://`` / ``unix://``
+(shared by crawler processes; ``redis+cluster://`` / ``rediss+cluster://`` on a Redis Cluster).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
-from scrapy_simhash.index.base import Candidate, Index, Record
+from scrapy.utils.misc import load_object
+
+from scrapy_simhash.index.base import (
+    Candidate,
+    Details,
+    Erased,
+    Exact,
+    GroupGone,
+    Index,
+    IndexNotFound,
+    IndexOpenError,
+    Joined,
+    Lookup,
+    Record,
+    StoredRecord,
+)
 from scrapy_simhash.index.retention import Retention
-from scrapy_simhash.layout import Layout, make_layout
+from scrapy_simhash.layout import Layout
 
-__all__ = ["DEFAULT_KEY_PREFIX", "Candidate", "Index", "Record", "open_index"]
+__all__ = [
+    "BACKENDS",
+    "Candidate",
+    "Details",
+    "Erased",
+    "Exact",
+    "GroupGone",
+    "Index",
+    "IndexNotFound",
+    "IndexOpenError",
+    "Joined",
+    "Lookup",
+    "Record",
+    "StoredRecord",
+    "open_index",
+]
 
-#: ``{spider}`` becomes ``{<spider name>}``: the braces stay, as a Redis Cluster hash tag.
-DEFAULT_KEY_PREFIX = "simhash:{spider}"
+#: URL scheme -> backend class (an import path, so a backend's dependencies load only when used).
+BACKENDS = {
+    "sqlite": "scrapy_simhash.index.sqlite.SQLiteIndex",
+    "redis": "scrapy_simhash.index.redis.RedisIndex",
+    "rediss": "scrapy_simhash.index.redis.RedisIndex",
+    "unix": "scrapy_simhash.index.redis.RedisIndex",
+    "redis+cluster": "scrapy_simhash.index.redis.RedisIndex",
+    "rediss+cluster": "scrapy_simhash.index.redis.RedisIndex",
+}
 
 
 def open_index(
     url: str,
     *,
-    layout: Layout | None = None,
+    layout: Layout,
     retention: Mapping[str, float | None] | None = None,
-    spider: str = "default",
-    key_prefix: str = DEFAULT_KEY_PREFIX,
+    key_prefix: str = "simhash:{default}",
+    max_hashes: int = 1_000_000,
+    create: bool = True,
+    session: bytes | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Index:
-    """Open (creating if needed) the index at ``url``.
+    """The index at ``url``, not yet connected (``await index.open()`` connects and checks it).
 
-    ``layout`` defaults to ``make_layout(3)`` (4 pigeonhole blocks); an existing index refuses to open
-    with a different layout, since its buckets would silently stop matching. ``retention`` maps class
-    names to TTL seconds (None: keep). ``{spider}`` in a SQLite path becomes the spider name; in
-    ``key_prefix`` it becomes the hash tag ``{<spider name>}``. ``clock`` exists for tests.
+    ``key_prefix`` names a Redis index's keys; ``max_hashes`` bounds the verification data read
+    back (no text has more shingles than characters); ``create=False`` is for commands that only
+    read: ``open()`` then raises ``IndexNotFound`` instead of creating an index. ``session`` tells
+    this crawl's pending records from a crashed one's (random by default); ``clock`` is for tests.
     """
-    layout = make_layout(3) if layout is None else layout
-    policy = Retention(retention, clock)
     scheme = urlsplit(url).scheme
-    if scheme == "sqlite":
-        from scrapy_simhash.index.sqlite import SQLiteIndex
-
-        # As SQLAlchemy spells them: sqlite:///relative.db, sqlite:////absolute.db, sqlite:// in memory.
-        path = url[len("sqlite://") :].removeprefix("/")
-        return SQLiteIndex(path.replace("{spider}", spider) or ":memory:", layout, policy)
-    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
-        from scrapy_simhash.index.redis import RedisIndex
-
-        return RedisIndex(url, layout, policy, key_prefix.replace("{spider}", "{" + spider + "}"))
-    raise ValueError(
-        "SIMHASH_INDEX_URL must start with sqlite://, redis://, rediss://, unix://, redis+cluster:// or "
-        f"rediss+cluster://, got {url!r}"
+    if scheme not in BACKENDS:
+        raise ValueError(f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {url!r}")
+    backend = load_object(BACKENDS[scheme])
+    return backend(
+        url,
+        layout=layout,
+        retention=Retention(retention, clock),
+        key_prefix=key_prefix,
+        max_hashes=max_hashes,
+        create=create,
+        session=session if session is not None else os.urandom(4),
     )

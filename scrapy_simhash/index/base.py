@@ -1,23 +1,61 @@
-"""The record and candidate types and the interface every band-index backend implements.
+"""The records, candidates and groups of the index, and the interface every backend implements.
 
-Backends are chosen by URL in :func:`scrapy_simhash.index.open_index`; the pipeline only sees this.
+Backends are chosen by URL in :func:`scrapy_simhash.index.open_index`; the pipeline sees only this.
+docs/how-it-works.md describes the model: records in groups, exactly one canonical per group.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from scrapy_simhash.index.codec import decode_hashes
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION
+from scrapy_simhash.index.codec import decode_hashes, encode_hashes
+from scrapy_simhash.index.retention import Retention
+from scrapy_simhash.layout import Layout
+
+__all__ = [
+    "Candidate",
+    "Details",
+    "Erased",
+    "Exact",
+    "GroupGone",
+    "Index",
+    "IndexNotFound",
+    "IndexOpenError",
+    "Joined",
+    "Lookup",
+    "Record",
+    "StoredRecord",
+    "handle",
+]
+
+#: A key schema change bumps this; an index of another schema is refused with a message saying so.
+SCHEMA = 3
+#: Most group members kept findable (banded) per group: a giant group (an empty extraction field
+#: makes every item one group) must not make the buckets it shares long.
+MAX_BANDED_MEMBERS = 32
 
 
-def _no_shingles() -> np.ndarray:
-    return np.empty(0, dtype=np.uint32)
+def handle(value: str) -> bytes:
+    """The 8-byte key under which the index finds records by id or URL (never the id itself)."""
+    return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+@lru_cache(maxsize=1024)
+def _decoded(blob: bytes, max_count: int) -> np.ndarray:
+    """Decoded blobs, recent ones kept: a canonical with many duplicates is a candidate again and again."""
+    hashes = decode_hashes(blob, max_count)
+    hashes.flags.writeable = False  # shared between candidates
+    return hashes
 
 
 def _new_write_id() -> bytes:
@@ -25,114 +63,241 @@ def _new_write_id() -> bytes:
     return random.getrandbits(64).to_bytes(8, "big")
 
 
+def _no_hashes() -> np.ndarray:
+    return np.empty(0, dtype=np.uint32)
+
+
 @dataclass
 class Record:
-    """A canonical record: what the index keeps of a page instead of its text.
+    """What the index keeps of a page instead of its text.
 
-    ``shingles`` holds the sorted distinct 32-bit shingle hashes that Jaccard verification needs.
-    ``urls`` lists every source URL merged into this record (filled when read back).
-    ``write_id`` is random per Record object and stored with it: a retried call (same object) whose
-    earlier attempt ran on the server although its reply was lost recognises its own write by it.
+    ``hashes`` are the sorted distinct 32-bit verification hashes Jaccard needs. ``write_id`` is
+    random per Record object and stored with it: a retried call (same object) whose earlier attempt
+    ran on the server although its reply was lost recognises its own write by it.
     """
 
     id: str
+    url: str
     fingerprint: int
-    url: str = ""
+    hashes: np.ndarray = field(default_factory=_no_hashes)
+    host: str = ""
     first_seen: float = field(default_factory=time.time)
     retention: str = "default"
-    shingles: np.ndarray = field(default_factory=_no_shingles)
-    urls: tuple[str, ...] = ()
     write_id: bytes = field(default_factory=_new_write_id)
+    _blob: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _sketch: tuple[Layout, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def blob(self) -> bytes:
+        """The verification hashes as stored, encoded once: a retry and the join after a lookup reuse it."""
+        if self._blob is None:
+            self._blob = encode_hashes(self.hashes)
+        return self._blob
+
+    def sketch(self, layout: Layout) -> bytes:
+        """The record's sketch under ``layout``, computed once."""
+        if self._sketch is None or self._sketch[0] != layout:
+            self._sketch = (layout, layout.sketch(self.hashes))
+        return self._sketch[1]
 
 
-@lru_cache(maxsize=1024)
-def _decoded(blob: bytes) -> np.ndarray:
-    """Decoded blobs, recent ones kept: a canonical record with many duplicates, or a near page that
-    verification keeps rejecting, is a candidate again and again, with the same blob (~4 MB at most)."""
-    hashes = decode_hashes(blob)
-    hashes.flags.writeable = False  # shared between candidates
-    return hashes
+class Candidate(NamedTuple):
+    """An indexed record whose sketch says it may be a near-duplicate; verify before believing it."""
+
+    rid: int
+    group: int
+    canonical: int  # rid of the group's canonical (0: the group has none left)
+    fingerprint: int
+    equal: int  # sketch bytes shared with the lookup's record
+    key: bytes  # where its data lives (its write id)
+    canonical_key: bytes
 
 
-class Candidate:
-    """An indexed record within the asked distance of a fingerprint, with its verification data.
+class Details(NamedTuple):
+    """A candidate's data, read after the lookup: what verification and the merge log need."""
 
-    ``shingles`` is decoded from the stored blob on first use: the pipeline verifies candidates
-    nearest first and stops at the first match, so most blobs an index returns are never read.
+    id: str
+    url: str
+    host: str
+    hashes: np.ndarray  # empty for a record kept without verification data
+    canonical_id: str
+    canonical_url: str
+
+
+class Lookup(NamedTuple):
+    """The answer of :meth:`Index.check_and_add`.
+
+    ``added`` is the new record's rid when it was inserted as a group's canonical (then there are no
+    candidates). ``seq`` is the last rid the lookup could see: pass it as ``since`` to ask again for
+    records that arrived afterwards only. ``same_id``: other records already indexed under this id,
+    (by this session, by earlier ones): a spider that gives several pages one id, or a recrawl.
     """
 
-    __slots__ = ("record_id", "fingerprint", "distance", "_blob", "_shingles")
+    added: int | None
+    candidates: list[Candidate]
+    seq: int
+    same_id: tuple[int, int] = (0, 0)
 
-    def __init__(self, record_id: str, fingerprint: int, distance: int, blob: bytes) -> None:
-        self.record_id = record_id
-        self.fingerprint = fingerprint
-        self.distance = distance
-        self._blob = blob
-        self._shingles: np.ndarray | None = None
 
-    @property
-    def shingles(self) -> np.ndarray:
-        """Sorted distinct 32-bit shingle hashes (read-only); ValueError when the blob is not one."""
-        if self._shingles is None:
-            self._shingles = _decoded(self._blob)
-        return self._shingles
+class Exact(NamedTuple):
+    """The answer of :meth:`Index.check_and_add_exact`: the new rid, or the record holding the text."""
 
-    def __repr__(self) -> str:
-        return f"Candidate({self.record_id!r}, fingerprint={self.fingerprint:#018x}, distance={self.distance})"
+    added: int | None
+    holder: Candidate | None
+
+
+class Joined(NamedTuple):
+    rid: int
+    group: int
+    canonical: int
+    size: int  # records in the group now
+    banded: bool  # the member is findable by content (it adds reach to the group)
+
+
+class StoredRecord(NamedTuple):
+    rid: int
+    group: int
+    canonical: bool
+    id: str
+    url: str
+    host: str
+    fingerprint: int
+    first_seen: float
+    retention: str
+    pending: bool
+    hashes: np.ndarray
+
+
+class Erased(NamedTuple):
+    """One record erased: what the logs must forget about it."""
+
+    id: str
+    url: str
+    canonical: bool
+    promoted: str | None  # id of the member that became the group's canonical, if any
+
+
+class GroupGone(Exception):
+    """The record a duplicate matched was erased or expired meanwhile: look the item up again."""
 
 
 class Index(ABC):
-    """A band index of fingerprints plus the record store behind it.
+    """Records in groups, found through MinHash band buckets; every method is a coroutine.
 
-    Every method is a coroutine so the pipeline never blocks the reactor, whatever the backend.
+    Exactly one canonical per group, whatever the concurrency: :meth:`check_and_add` inserts a record
+    only when no record newer than ``since`` is a candidate, atomically. A canonical is *pending*
+    until :meth:`confirm` (the pipeline confirms when Scrapy reports the item scraped); a pending
+    record of another session with the same id is a crashed crawl's, never a duplicate's canonical.
     """
 
-    @abstractmethod
-    async def add(self, record: Record) -> None:
-        """Index ``record``; an existing record with the same id is replaced (urls and first_seen merged)."""
+    #: Failures a retry may cure (a network blip, a locked database); each backend names its own.
+    transient_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+
+    def __init__(
+        self, *, location: str, layout: Layout, retention: Retention, max_hashes: int, create: bool, session: bytes
+    ) -> None:
+        self.location = location  # for messages: the URL without credentials
+        self.layout = layout
+        self.retention = retention
+        self.max_hashes = max_hashes
+        self.create = create
+        self.session = session
+
+    def _hashes(self, blob: bytes | None) -> np.ndarray | None:
+        """Stored verification data, decoded within the bound; None for data that is not a blob."""
+        if blob is None:
+            return None
+        try:
+            hashes = _decoded(blob, self.max_hashes)
+        except ValueError:
+            return None
+        return hashes
+
+    def _check_identity(self, stored: dict[str, str], where: str) -> None:
+        """Refuse an index of another schema, layout or fingerprint version: read with this one's
+        rules, its records would silently stop matching."""
+        if stored.get("schema") != str(SCHEMA):
+            raise ValueError(
+                f"{where} has key schema {stored.get('schema') or 'unknown'}; this version of scrapy-simhash "
+                f"reads schema {SCHEMA}: build a new index (another SIMHASH_INDEX_URL or SIMHASH_KEY_PREFIX)"
+            )
+        if stored.get("fingerprint") != str(FINGERPRINT_VERSION):
+            raise ValueError(
+                f"{where} holds fingerprints of version {stored.get('fingerprint')}, this version computes "
+                f"version {FINGERPRINT_VERSION}: build a new index"
+            )
+        if Layout.from_dict(json.loads(stored["layout"])) != self.layout:
+            raise ValueError(
+                f"{where} was built with the layout {stored['layout']}, not {self.layout.to_json()}: "
+                "use the same SIMHASH_JACCARD_THRESHOLD / SIMHASH_TARGET_RECALL / SIMHASH_LAYOUT, or a new index"
+            )
+
+    def _identity(self) -> dict[str, str]:
+        return {"schema": str(SCHEMA), "fingerprint": str(FINGERPRINT_VERSION), "layout": self.layout.to_json()}
 
     @abstractmethod
-    async def candidates(self, fingerprint: int, max_distance: int) -> list[Candidate]:
-        """Indexed records within ``max_distance`` bits of ``fingerprint``, nearest first."""
+    async def open(self) -> None:
+        """Connect, create or check the schema and the layout; raise ``ValueError`` for an index of
+        another schema, layout or fingerprint version, ``IndexNotFound`` where ``create`` is off."""
 
     @abstractmethod
-    async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
-        """Atomically: return the candidates within ``max_distance``, or add ``record`` if there are none.
-
-        Idempotent under retry: when ``record`` (the same object, same ``write_id``) is already stored,
-        an earlier attempt of this call added it, and the answer is again ``[]``, not the record
-        itself. A new Record of the same page (a recrawl) has another ``write_id`` and finds it.
-        """
+    async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
+        """Candidates among records newer than ``since``, or, when there are none, ``record`` added
+        as a new group's canonical (pending), atomically. Idempotent under retry of the same Record."""
 
     @abstractmethod
-    async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
-        """Record that ``url`` duplicates ``canonical_id``: gain the URL, keep the earliest first-seen."""
+    async def details(self, candidates: list[Candidate]) -> list[Details | None]:
+        """The candidates' data (None for one erased meanwhile, or whose stored data is unreadable)."""
 
     @abstractmethod
-    async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
-        """Exact-match index for short texts: the canonical id already holding ``digest``, or None
-        after storing ``record`` (not banded) under it. Atomic and idempotent like :meth:`check_and_add`."""
+    async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
+        """Add ``record`` to ``matched``'s group as a member, findable by content when ``banded`` (and
+        the group has fewer than MAX_BANDED_MEMBERS findable); ``GroupGone`` when ``matched`` is gone."""
 
     @abstractmethod
-    async def get(self, record_id: str) -> Record | None: ...
+    async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
+        """Short texts: the record holding ``digest``, or ``record`` added as a canonical under it."""
 
     @abstractmethod
-    async def remove(self, record_id: str) -> bool:
-        """Erase the record and every band entry, URL and verification blob it had."""
+    async def remove(self, rid: int) -> bool:
+        """Erase the record ``rid`` (undoing a join whose decision could not be recorded)."""
+
+    async def release(self, record: Record) -> None:
+        """``record`` will not be indexed (its item ended otherwise): drop any data written for it ahead."""
+
+    @abstractmethod
+    async def confirm(self, rids: list[int]) -> None:
+        """These canonicals' items were scraped: they are no longer pending."""
+
+    @abstractmethod
+    async def records(self, key: str) -> list[StoredRecord]:
+        """Every record whose id or URL is ``key``."""
+
+    @abstractmethod
+    async def erase(self, key: str) -> list[Erased]:
+        """Erase every record whose id or URL is ``key``: its band entries, data and handles; a
+        group whose canonical goes gets its earliest findable member as canonical."""
 
     @abstractmethod
     async def expire(self) -> int:
-        """Remove every record whose retention class TTL has passed; return how many."""
+        """Erase the groups whose retention has passed; return how many records went."""
 
     @abstractmethod
-    async def load_boilerplate(self, host: str) -> tuple[int, np.ndarray] | None:
-        """The learned boilerplate set of ``host``: (version, sorted 64-bit shingle hashes)."""
+    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None: ...
 
     @abstractmethod
-    async def save_boilerplate(self, host: str, version: int, hashes: np.ndarray) -> None: ...
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None: ...
 
     @abstractmethod
-    async def count(self) -> int: ...
+    async def count(self) -> int:
+        """Records in the index."""
 
     @abstractmethod
     async def close(self) -> None: ...
+
+
+class IndexNotFound(Exception):
+    """A read-only command asked for an index that does not exist (nothing was created)."""
+
+
+class IndexOpenError(Exception):
+    """The index cannot be opened at all (a path that cannot hold a database, say): no retry cures it."""

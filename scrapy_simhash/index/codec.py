@@ -9,17 +9,15 @@ numpy only and no zlib pass: about 2x cheaper to encode than the zlib-compressed
 replaced (README "The band index" has the figures and ``benchmarks/record_store.py``).
 
 Blob: a format byte, the 4-byte big-endian count n, the low bytes, the packed low bits, the high bit
-vector. Blobs written before the format byte existed (byte planes, zlib) start with a 0 byte (the
-top byte of their count) and are still read.
+vector. Its length follows from n exactly, so a blob is checked whole, and n against the caller's
+bound, before anything is allocated: a planted blob cannot make the crawler allocate gigabytes.
 """
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 
-__all__ = ["decode_fingerprint", "decode_hashes", "encode_fingerprint", "encode_hashes", "to_signed", "to_unsigned"]
+__all__ = ["decode_hashes", "encode_hashes", "encoded_size", "to_signed", "to_unsigned"]
 
 _ELIAS_FANO = 1
 _GROUP_SHIFTS = np.arange(8, dtype=np.uint64)  # bit offsets of 8 values in a group, times the bit width
@@ -61,16 +59,23 @@ def encode_hashes(hashes: np.ndarray) -> bytes:
     return b"".join(parts)
 
 
-def decode_hashes(blob: bytes) -> np.ndarray:
-    """The sorted uint32 hashes of a blob; ValueError for bytes that are not one."""
-    if blob[:1] == b"\0":
-        return _decode_byte_planes(blob)
+def encoded_size(count: int) -> int:
+    """Bytes of the blob of ``count`` hashes: fixed by the count alone."""
+    low_bits, whole, rest = _split(count)
+    return 5 + count * whole + -(-count // 8) * rest + -(-(count + (1 << (32 - low_bits))) // 8)
+
+
+def decode_hashes(blob: bytes, max_count: int) -> np.ndarray:
+    """The sorted uint32 hashes of a blob; ValueError for bytes that are not one, or for more than
+    ``max_count`` hashes (checked before anything is allocated)."""
     if blob[:1] != bytes([_ELIAS_FANO]) or len(blob) < 5:
         raise ValueError("not a verification blob")
     count = int.from_bytes(blob[1:5], "big")
+    if count > max_count:
+        raise ValueError(f"verification blob of {count} hashes, more than the {max_count} a text can have")
+    if len(blob) != encoded_size(count):
+        raise ValueError("not a verification blob: its length does not match its count")
     low_bits, whole, rest = _split(count)
-    if 5 + count * whole + -(-count // 8) * rest > len(blob):  # before allocating for ``count``
-        raise ValueError("not a verification blob: shorter than its count")
     if whole in (1, 2, 4):
         values = np.frombuffer(blob, f"<u{whole}", count, 5).astype(np.uint32)
     else:  # 0 or 3 low bytes (small sets only): column by column
@@ -92,24 +97,6 @@ def decode_hashes(blob: bytes) -> np.ndarray:
     if low_bits < 32:
         values |= (high - np.arange(count)).astype(np.uint32) << np.uint32(low_bits)
     return values
-
-
-def _decode_byte_planes(blob: bytes) -> np.ndarray:
-    """The earlier format: count, the deltas' two low byte planes raw, the two high planes zlib'ed."""
-    count = int.from_bytes(blob[:4], "big")
-    low = np.frombuffer(blob, dtype=np.uint8, count=2 * count, offset=4)
-    high = np.frombuffer(zlib.decompress(blob[4 + 2 * count :]), dtype=np.uint8)
-    deltas = np.concatenate([high, low]).reshape(4, count).T.copy().view(">u4").ravel()
-    return np.cumsum(deltas, dtype=np.uint32)
-
-
-def encode_fingerprint(fingerprint: int) -> bytes:
-    """The 8-byte big-endian form the Redis backend keys its fingerprint hash by."""
-    return fingerprint.to_bytes(8, "big")
-
-
-def decode_fingerprint(data: bytes) -> int:
-    return int.from_bytes(data, "big")
 
 
 def to_signed(value: int) -> int:

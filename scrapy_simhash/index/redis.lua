@@ -1,291 +1,446 @@
--- scrapy-simhash band index: the server side. Python prepends the layout (TABLES, the table count;
--- W, the bytes of a bucket field; FLIP_TABLE and FLIP_BIT, byte strings: multi-probe probe j flips key
--- bit FLIP_BIT[j] of table FLIP_TABLE[j]; ``layout()``, returning each table's 0-based key bit
--- positions, built only when needed). Key schema: README "The band index".
+-- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
+-- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
+-- MIN_EQUAL, MAX_BANDED. Key schema: docs/index.md. Numbers are doubles in Lua, so 64-bit values
+-- (fingerprints, write ids, handles) only ever travel and are stored as bytes.
 --
--- Table t's buckets are the fields of one hash, P:b:<t - 1>: the field is the bucket key (W bytes,
--- big-endian), the value the fingerprints in the bucket, 8 bytes each (big-endian), concatenated.
--- A lookup reads a table's probed buckets with one HMGET, whatever the number of probes. Each table
--- hash also holds HASHTABLE under the empty field (a bucket field has W >= 2 bytes): a value over
--- 64 bytes keeps Redis from storing the hash as a listpack, whose linear field search made a
--- 17-field HMGET cost ~40 us at 400 buckets, against ~5 us in a hash table at any size.
---
--- A script call runs one call of an entry point (``ENTRY_POINTS`` at the end), with the calls that
--- ride along ahead of it, if any (``run``): each entry point reads its arguments from ARGV ``a`` on.
---
--- Numbers: Lua numbers are doubles, so a 64-bit fingerprint only ever travels as 8 big-endian bytes,
--- read as two 32-bit halves for the bit library (exact as doubles; bit.* works modulo 2^32).
+-- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
+-- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
+-- on one server the script writes and erases it with the rest (WRITE_DATA); on a Redis Cluster those
+-- keys spread over the nodes, and the client writes them before the record is indexed.
 
--- Locals, not globals: the member loop runs these for every bucket member (about 35% faster).
-local band, bxor, rshift, floor, tonumber, unpack32 = bit.band, bit.bxor, bit.rshift, math.floor, tonumber, struct.unpack
 local P = ARGV[1]
-local FPS, COUNT, EXPIRY, EXACT = P .. ':f', P .. ':n', P .. ':e', P .. ':x'
+local byte, char, sub, rep = string.byte, string.char, string.sub, string.rep
+local floor = math.floor
+local pack, unpack = struct.pack, struct.unpack
 
-local function record_key(id)
-    return P .. ':r:' .. id
+local SEQ, COUNT, EXPIRY, CLOSING = P .. ':n', P .. ':c', P .. ':e', P .. ':closing'
+local SLOT = 42 + K        -- flags 1, group 5, fingerprint 8, write id 8, session 4, id handle 8, url handle 8, sketch K
+local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flags 1
+local PER_BLOCK = 256
+local LIVE, BANDED, PENDING, EXACT = 1, 2, 4, 8
+local CLOSED = 1           -- group flag: being expired, joins refused
+
+-- Record ids (rids) are 5 bytes big-endian.
+local function r5(n)
+    return pack('>BI4', floor(n / 4294967296), n % 4294967296)
 end
 
-local function table_key(t)
-    return P .. ':b:' .. (t - 1)
+local function n5(s, at)
+    local hi, lo = unpack('>BI4', s, at or 1)
+    return hi * 4294967296 + lo
 end
 
-local HASHTABLE = 'a value longer than 64 bytes: keeps this hash a hash table, not a listpack'
-
--- The layout's key bit positions, built once per script call when first needed.
-local KEYPOS
-local function key_positions(t)
-    KEYPOS = KEYPOS or layout()
-    return KEYPOS[t]
+local function has(flags, bit)
+    return floor(flags / bit) % 2 == 1
 end
 
--- The bucket field of fingerprint bytes ``fpb`` in table ``t`` (1-based): the key Python's
--- Layout.split gives, needed here to unindex a stored fingerprint.
-local function bucket_field(fpb, t)
-    local b = {string.byte(fpb, 1, 8)}
-    local key = {}
-    for i = 1, W do key[i] = 0 end
-    for i, pos in ipairs(key_positions(t)) do
-        if band(rshift(b[8 - floor(pos / 8)], pos % 8), 1) == 1 then
-            local byte = W - floor((i - 1) / 8)
-            key[byte] = key[byte] + 2 ^ ((i - 1) % 8)
-        end
-    end
-    return string.char(unpack(key))
+-- Fixed-size slots in block strings: records by rid, groups by group id.
+local function block_key(kind, n)
+    return P .. ':' .. kind .. ':' .. floor(n / PER_BLOCK)
 end
 
--- JSON arrays: cjson encodes an empty table as {}, which Python reads back as "no URLs".
-local function append_new(list, values)
-    for _, v in ipairs(values) do
-        local seen = false
-        for _, have in ipairs(list) do
-            if have == v then seen = true break end
-        end
-        if not seen and v ~= '' then list[#list + 1] = v end
+local function read_slot(kind, size, n)
+    local at = (n % PER_BLOCK) * size
+    local s = redis.call('GETRANGE', block_key(kind, n), at, at + size - 1)
+    if #s < size or byte(s, 1) == 0 then return nil end
+    return s
+end
+
+local function write_slot(kind, size, n, value)
+    redis.call('SETRANGE', block_key(kind, n), (n % PER_BLOCK) * size, value)
+end
+
+local function clear_slot(kind, size, n)
+    local key = block_key(kind, n)
+    redis.call('SETRANGE', key, (n % PER_BLOCK) * size, rep('\0', size))
+    local all = redis.call('GET', key)
+    if not string.find(all, '[^%z]') then redis.call('DEL', key) end
+end
+
+local function record(rid)
+    local s = read_slot('m', SLOT, rid)
+    if not s then return nil end
+    return {rid = rid, flags = byte(s, 1), gid = n5(s, 2), fp = sub(s, 7, 14), wid = sub(s, 15, 22),
+            session = sub(s, 23, 26), idh = sub(s, 27, 34), urlh = sub(s, 35, 42), sketch = sub(s, 43, 42 + K)}
+end
+
+local function store_record(r)
+    write_slot('m', SLOT, r.rid, char(r.flags) .. r5(r.gid) .. r.fp .. r.wid .. r.session .. r.idh .. r.urlh .. r.sketch)
+end
+
+local function group(gid)
+    local s = read_slot('g', GSLOT, gid)
+    if not s then return nil end
+    local banded, ttl, flags = unpack('>I2I4B', s, 12)
+    return {gid = gid, canonical = n5(s, 2), size = n5(s, 7), banded = banded, ttl = ttl, flags = flags}
+end
+
+local function store_group(g)
+    write_slot('g', GSLOT, g.gid, char(1) .. r5(g.canonical) .. r5(g.size) .. pack('>I2I4B', g.banded, g.ttl, g.flags))
+end
+
+-- Lists of rids in hash fields (buckets, handles) or strings (group members).
+local function list_add(list, rid)
+    return (list or '') .. r5(rid)
+end
+
+local function list_remove(list, rid)
+    local needle = r5(rid)
+    for at = 1, #list, 5 do
+        if sub(list, at, at + 4) == needle then return sub(list, 1, at - 1) .. sub(list, at + 5) end
     end
     return list
 end
 
-local function unband(id, fpb)
-    local raw = redis.call('HGET', FPS, fpb)
-    if not raw then return end
-    local kept = {}
-    for _, other in ipairs(cjson.decode(raw)) do
-        if other ~= id then kept[#kept + 1] = other end
-    end
-    if #kept > 0 then
-        redis.call('HSET', FPS, fpb, cjson.encode(kept))
-        return
-    end
-    redis.call('HDEL', FPS, fpb)
-    for t = 1, TABLES do
-        local hash, field = table_key(t), bucket_field(fpb, t)
-        local members = redis.call('HGET', hash, field) or ''
-        for at = 1, #members, 8 do
-            if string.sub(members, at, at + 7) == fpb then
-                members = string.sub(members, 1, at - 1) .. string.sub(members, at + 8)
-                break
-            end
-        end
-        if #members > 0 then
-            redis.call('HSET', hash, field, members)
-        elseif redis.call('HDEL', hash, field) == 1 and redis.call('HLEN', hash) == 1 then
-            redis.call('DEL', hash)  -- only HASHTABLE is left
-        end
-    end
+local function list_each(list)
+    local out = {}
+    for at = 1, #(list or ''), 5 do out[#out + 1] = n5(list, at) end
+    return out
 end
 
--- The insert buckets are field ``fields[t]`` of table hash KEYS[t]; ``id_json`` is the JSON list
--- of the id alone, the fingerprint map's value in the common (unshared) case; ``unseen``: a lookup
--- just found nothing at distance 0, so the map has no entry.
-local function enband(id, id_json, fpb, fields, unseen)
-    local raw = not unseen and redis.call('HGET', FPS, fpb)
-    if not raw then
-        redis.call('HSET', FPS, fpb, id_json)
-        for t = 1, TABLES do
-            local old = redis.call('HGET', KEYS[t], fields[t])
-            if not old and redis.call('EXISTS', KEYS[t]) == 0 then
-                redis.call('HSET', KEYS[t], '', HASHTABLE)
-            end
-            redis.call('HSET', KEYS[t], fields[t], (old or '') .. fpb)
-        end
-        return
-    end
-    local ids = cjson.decode(raw)
-    for _, other in ipairs(ids) do
-        if other == id then return end
-    end
-    ids[#ids + 1] = id
-    redis.call('HSET', FPS, fpb, cjson.encode(ids))
+-- A 2-byte shard of the hashed value names the hash, the rest is the field: small hashes stay
+-- listpacks (about 20 bytes an entry instead of 60 in a hash table).
+local function sharded(kind, value)
+    return P .. ':' .. kind .. ':' .. sub(value, 1, 2), sub(value, 3)
 end
 
--- Insert or replace record ``r`` (fields id, id_json, fpb, first_seen, retention, blob, urls,
--- expires, write_id); a replaced record leaves its old buckets or digest, keeps its URLs and
--- earliest first-seen.
-local function store(r, digest, fields, unseen)
-    local key = record_key(r.id)
-    local old = redis.call('HMGET', key, 'f', 't', 'u', 'd')
-    local first_seen, urls = r.first_seen, r.urls
-    if old[1] then
-        if old[4] then redis.call('HDEL', EXACT, old[4]) else unband(r.id, old[1]) end
-        if tonumber(old[2]) < tonumber(first_seen) then first_seen = old[2] end
-        urls = cjson.encode(append_new(cjson.decode(old[3]), cjson.decode(urls)))
-        redis.call('DEL', key)
-        redis.call('ZREM', EXPIRY, r.id)
-    else
-        redis.call('INCR', COUNT)
+local function hlist_add(kind, value, rid)
+    local key, field = sharded(kind, value)
+    redis.call('HSET', key, field, list_add(redis.call('HGET', key, field) or false, rid))
+end
+
+local function hlist_remove(kind, value, rid)
+    local key, field = sharded(kind, value)
+    local kept = list_remove(redis.call('HGET', key, field) or '', rid)
+    if #kept > 0 then redis.call('HSET', key, field, kept) else redis.call('HDEL', key, field) end
+end
+
+local function hlist(kind, value)
+    local key, field = sharded(kind, value)
+    return list_each(redis.call('HGET', key, field) or '')
+end
+
+local function band_key(sketch, b)
+    return char(b - 1) .. sub(sketch, (b - 1) * ROWS + 1, b * ROWS)
+end
+
+local function enband(r)
+    for b = 1, BANDS do hlist_add('b', band_key(r.sketch, b), r.rid) end
+end
+
+local function unband(r)
+    for b = 1, BANDS do hlist_remove('b', band_key(r.sketch, b), r.rid) end
+end
+
+local function add_handles(r)
+    hlist_add('i', r.idh, r.rid)
+    if r.urlh ~= r.idh then hlist_add('i', r.urlh, r.rid) end
+end
+
+local function remove_handles(r)
+    hlist_remove('i', r.idh, r.rid)
+    if r.urlh ~= r.idh then hlist_remove('i', r.urlh, r.rid) end
+end
+
+-- Sketch bytes two records share.
+local QUERY
+local function equal(sketch)
+    local same, other = 0, {byte(sketch, 1, K)}
+    for i = 1, K do
+        if QUERY[i] == other[i] then same = same + 1 end
     end
-    if digest then
-        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls, 'w', r.write_id,
-                   'd', digest)
-        redis.call('HSET', EXACT, digest, r.id)
-    else
-        redis.call('HSET', key, 'f', r.fpb, 't', first_seen, 'c', r.retention, 's', r.blob, 'u', urls,
-                   'w', r.write_id)
-        enband(r.id, r.id_json, r.fpb, fields, unseen)
+    return same
+end
+
+local function set_expiry(g, now)
+    if g.ttl > 0 then redis.call('ZADD', EXPIRY, now + g.ttl, g.gid) end
+end
+
+-- A pending record of another session under this id: a crashed crawl's item, never scraped.
+local function stale(r, idh, session)
+    return has(r.flags, PENDING) and r.session ~= session and r.idh == idh
+end
+
+-- The record this very call stored on an earlier attempt (its reply was lost), if any.
+local function own_write(idh, wid)
+    for _, rid in ipairs(hlist('i', idh)) do
+        local r = record(rid)
+        if r and r.wid == wid then return r end
     end
-    if r.expires ~= '' then redis.call('ZADD', EXPIRY, r.expires, r.id) end
+    return nil
 end
 
--- The record whose fields (id, id_json, fpb, first_seen, retention, blob, urls, expires, write_id)
--- start at ARGV ``at``.
-local function read_record(at)
-    return {id = ARGV[at], id_json = ARGV[at + 1], fpb = ARGV[at + 2], first_seen = ARGV[at + 3],
-            retention = ARGV[at + 4], blob = ARGV[at + 5], urls = ARGV[at + 6], expires = ARGV[at + 7],
-            write_id = ARGV[at + 8]}
+-- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
+local function write_data(wid, a, banded)
+    if not WRITE_DATA then return end
+    local key = DATA .. wid
+    redis.call('HSET', key, 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4], 'c', ARGV[a + 5])
+    if banded then redis.call('HSET', key, 's', ARGV[a]) end
 end
 
--- Whether the record at ARGV ``at`` is stored with its own write id: an earlier attempt of this
--- very call (its reply lost, the call retried) stored it, so this call's answer is "added".
-local function stored_by_this_call(at)
-    return redis.call('HGET', record_key(ARGV[at]), 'w') == ARGV[at + 8]
+local function candidate_reply(r, g, same)
+    local head = g.canonical > 0 and record(g.canonical)
+    return {r.rid, r.gid, g.canonical, r.fp, same, r.wid, head and head.wid or ''}
 end
 
-local function erase(id)
-    local key = record_key(id)
-    local old = redis.call('HMGET', key, 'f', 'd')
-    if not old[1] then return 0 end
-    if old[2] then redis.call('HDEL', EXACT, old[2]) else unband(id, old[1]) end
-    redis.call('DEL', key)
-    redis.call('ZREM', EXPIRY, id)
+-- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
+-- findable member becomes canonical. Returns {rid, was canonical, promoted rid or 0, its write id,
+-- the erased record's write id}.
+local function erase_record(r, replacement)
+    if has(r.flags, BANDED) then unband(r) end
+    if has(r.flags, EXACT) then
+        local key, field = sharded('x', sub(r.sketch, 1, 16))
+        if redis.call('HGET', key, field) == r5(r.rid) then redis.call('HDEL', key, field) end
+    end
+    remove_handles(r)
+    clear_slot('m', SLOT, r.rid)
+    if WRITE_DATA then redis.call('DEL', DATA .. r.wid) end
     if redis.call('DECR', COUNT) <= 0 then redis.call('DEL', COUNT) end
+    local g = group(r.gid)
+    local members = P .. ':gm:' .. r.gid
+    local list = list_remove(redis.call('GET', members) or '', r.rid)
+    local was_canonical = g.canonical == r.rid
+    local promoted, promoted_wid = 0, ''
+    if g.size <= 1 and not replacement then
+        clear_slot('g', GSLOT, g.gid)
+        redis.call('DEL', members)
+        redis.call('ZREM', EXPIRY, g.gid)
+        redis.call('SREM', CLOSING, g.gid)
+        return {r.rid, was_canonical and 1 or 0, 0, '', r.wid}
+    end
+    if has(r.flags, BANDED) and not was_canonical then g.banded = g.banded - 1 end
+    if was_canonical then
+        g.canonical = 0
+        if replacement then
+            g.canonical = replacement
+        else
+            for _, rid in ipairs(list_each(list)) do
+                local m = record(rid)
+                if m and has(m.flags, BANDED) then
+                    g.canonical, promoted, promoted_wid = rid, rid, m.wid
+                    g.banded = g.banded - 1
+                    break
+                end
+            end
+        end
+    end
+    g.size = g.size - 1
+    store_group(g)
+    if #list > 0 then redis.call('SET', members, list) else redis.call('DEL', members) end
+    return {r.rid, was_canonical and 1 or 0, promoted, promoted_wid, r.wid}
+end
+
+-- Add a new canonical; a stale record under its id (a crashed crawl's) hands it its group.
+-- Arguments from ARGV[a]: fingerprint, write id, session, id handle, url handle, ttl, now, then the
+-- page data (write_data's).
+local function insert(a, sketch, flags, digest)
+    local fp, wid, session, idh, urlh = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+    local ttl, now = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+    local rid = redis.call('INCR', SEQ)
+    local gid, stale_wids, this, earlier = rid, {}, 0, 0
+    for _, other in ipairs(hlist('i', idh)) do
+        local r = record(other)
+        if r and r.idh == idh then
+            if stale(r, idh, session) then
+                local g = group(r.gid)
+                if g.canonical == r.rid and g.size > 1 then
+                    gid = r.gid
+                    erase_record(r, rid)
+                else
+                    erase_record(r)
+                end
+                stale_wids[#stale_wids + 1] = r.wid
+            elseif r.session == session then
+                this = this + 1
+            else
+                earlier = earlier + 1
+            end
+        end
+    end
+    local r = {rid = rid, flags = flags, gid = gid, fp = fp, wid = wid, session = session, idh = idh, urlh = urlh,
+               sketch = sketch}
+    store_record(r)
+    write_data(wid, a + 7, has(flags, BANDED))
+    if has(flags, BANDED) then enband(r) end
+    if digest then
+        local key, field = sharded('x', digest)
+        redis.call('HSET', key, field, r5(rid))
+    end
+    add_handles(r)
+    local g = group(gid)
+    if g then
+        g.canonical, g.size, g.ttl = rid, g.size + 1, ttl
+    else
+        g = {gid = gid, canonical = rid, size = 1, banded = 0, ttl = ttl, flags = 0}
+    end
+    store_group(g)
+    redis.call('APPEND', P .. ':gm:' .. gid, r5(rid))
+    set_expiry(g, now)
+    redis.call('INCR', COUNT)
+    return {rid, this, earlier, stale_wids}
+end
+
+-- Arguments: since, sketch, then insert's. Candidates newer than ``since``, or the
+-- record added when there are none: {seq, added rid (0: none), same id here, same id earlier,
+-- {stale write ids}, {candidate}...}.
+local function check_add(a)
+    local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
+    local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
+    local seq = tonumber(redis.call('GET', SEQ) or '0')
+    local mine = own_write(idh, wid)
+    if mine then return {seq, mine.rid, 0, 0, {}} end
+    QUERY = {byte(sketch, 1, K)}
+    local seen, out = {}, {seq, 0, 0, 0, {}}
+    for b = 1, BANDS do
+        for _, rid in ipairs(hlist('b', band_key(sketch, b))) do
+            if rid > since and not seen[rid] then
+                seen[rid] = true
+                local r = record(rid)
+                if r and not stale(r, idh, session) then
+                    local same = equal(r.sketch)
+                    local g = same >= MIN_EQUAL and group(r.gid)
+                    if g and g.flags ~= CLOSED then out[#out + 1] = candidate_reply(r, g, same) end
+                end
+            end
+        end
+    end
+    if #out > 5 then return out end  -- the reply's head is 5 entries: candidates follow it
+    local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
+    return {seq, added[1], added[2], added[3], added[4]}
+end
+
+-- Arguments: digest (16 bytes), then insert's. The record holding the digest, or the one added.
+local function check_add_exact(a)
+    local digest, idh, wid, session = ARGV[a], ARGV[a + 4], ARGV[a + 2], ARGV[a + 3]
+    local mine = own_write(idh, wid)
+    if mine then return {0, mine.rid, 0, 0, {}} end
+    local key, field = sharded('x', digest)
+    local holder = redis.call('HGET', key, field)
+    if holder then
+        local r = record(n5(holder))
+        local g = r and group(r.gid)
+        if r and not stale(r, idh, session) and g.canonical > 0 and g.flags ~= CLOSED then
+            return {0, 0, 0, 0, {}, candidate_reply(r, g, K)}
+        end
+        redis.call('HDEL', key, field)
+    end
+    local added = insert(a + 1, digest .. rep('\0', K - 16), LIVE + PENDING + EXACT, digest)
+    return {0, added[1], added[2], added[3], added[4]}
+end
+
+-- Arguments: matched rid, want banded, sketch, fingerprint, write id, session, id handle, url handle,
+-- now, then the page data. {rid, group, canonical, size, banded} or {0} when the matched record's
+-- group is gone.
+local function join(a)
+    local matched, want, sketch = tonumber(ARGV[a]), ARGV[a + 1] == '1', ARGV[a + 2]
+    local fp, wid, session, idh, urlh, now = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7],
+        tonumber(ARGV[a + 8])
+    local mine = own_write(idh, wid)
+    if mine then
+        local g = group(mine.gid)
+        return {mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0}
+    end
+    local m = record(matched)
+    local g = m and group(m.gid)
+    if not g or g.canonical == 0 or g.flags == CLOSED then return {0} end
+    local banded = want and g.banded < MAX_BANDED
+    local r = {rid = redis.call('INCR', SEQ), flags = LIVE + (banded and BANDED or 0), gid = g.gid, fp = fp,
+               wid = wid, session = session, idh = idh, urlh = urlh, sketch = sketch}
+    store_record(r)
+    write_data(wid, a + 9, banded)
+    if banded then
+        enband(r)
+        g.banded = g.banded + 1
+    end
+    add_handles(r)
+    g.size = g.size + 1
+    store_group(g)
+    redis.call('APPEND', P .. ':gm:' .. g.gid, r5(r.rid))
+    set_expiry(g, now)
+    redis.call('INCR', COUNT)
+    return {r.rid, g.gid, g.canonical, g.size, banded and 1 or 0}
+end
+
+-- Arguments: session, rids. Their items were scraped: no longer pending.
+local function confirm(a)
+    for i = a + 1, #ARGV do
+        local r = record(tonumber(ARGV[i]))
+        if r and has(r.flags, PENDING) and r.session == ARGV[a] then
+            r.flags = r.flags - PENDING
+            store_record(r)
+        end
+    end
     return 1
 end
 
--- Arguments: mode ('c' lookup, 'ca' check-and-add, 'a' add), max distance, fingerprint bytes, its
--- bucket field in every table (TABLES x W bytes), then the record (not for 'c'). Keys: the TABLES
--- table hashes. Returns flat (id, fingerprint, distance, blob)*.
-local function check_add(a)
-    local mode, maxd, fpb, keys = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
-    if mode == 'ca' and stored_by_this_call(a + 4) then return {} end
-    local fields = {}
-    for t = 1, TABLES do fields[t] = string.sub(keys, W * t - W + 1, W * t) end
-    local qhi, qlo = unpack32('>I4I4', fpb)
-    local found, out, j = {}, {}, 1
-    for t = 1, mode == 'a' and 0 or TABLES do
-        -- This table's probes: its insert bucket, then its buckets one key bit away.
-        local probes, bytes = {fields[t]}, {string.byte(fields[t], 1, W)}
-        while string.byte(FLIP_TABLE, j) == t do
-            local bitno = string.byte(FLIP_BIT, j)
-            local at = W - floor(bitno / 8)
-            local kept = bytes[at]
-            bytes[at] = bxor(kept, 2 ^ (bitno % 8))
-            probes[#probes + 1] = string.char(unpack(bytes))
-            bytes[at] = kept
-            j = j + 1
-        end
-        local buckets = redis.call('HMGET', KEYS[t], unpack(probes))
-        for p = 1, #probes do
-            local members = buckets[p]
-            for at = 1, members and #members or 0, 8 do
-                local hi, lo = unpack32('>I4I4', members, at)
-                local x, y = bxor(lo, qlo), bxor(hi, qhi)
-                -- The popcount of both halves at once, inline (a Lua function call per member cost
-                -- about 20% of this loop): after two steps each 4-bit field holds <= 4 per half, so
-                -- the halves add without overflow, then the fields are summed into bytes.
-                x = x - band(rshift(x, 1), 0x55555555)
-                y = y - band(rshift(y, 1), 0x55555555)
-                x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-                    + band(y, 0x33333333) + band(rshift(y, 2), 0x33333333)
-                x = band(x, 0x0F0F0F0F) + band(rshift(x, 4), 0x0F0F0F0F)
-                x = x + rshift(x, 8)
-                local d = band(x + rshift(x, 16), 0xFF)
-                if d <= maxd then found[string.sub(members, at, at + 7)] = d end
+local function describe(r, g)
+    return {r.rid, r.gid, g.canonical == r.rid and 1 or 0, r.fp, r.wid, has(r.flags, PENDING) and 1 or 0,
+            has(r.flags, BANDED) and 1 or 0}
+end
+
+-- Arguments: handles. Every record found under any of them: {rid, gid, canonical?, fp, wid, pending?, banded?}.
+local function find(a)
+    local out, seen = {}, {}
+    for i = a, #ARGV do
+        for _, rid in ipairs(hlist('i', ARGV[i])) do
+            local r = not seen[rid] and record(rid)
+            if r and (r.idh == ARGV[i] or r.urlh == ARGV[i]) then
+                seen[rid] = true
+                out[#out + 1] = describe(r, group(r.gid))
             end
         end
-    end
-    for cand, d in pairs(found) do
-        for _, id in ipairs(cjson.decode(redis.call('HGET', FPS, cand))) do
-            out[#out + 1] = id
-            out[#out + 1] = cand
-            out[#out + 1] = d
-            out[#out + 1] = redis.call('HGET', record_key(id), 's')
-        end
-    end
-    if mode == 'a' or (mode == 'ca' and #out == 0) then
-        store(read_record(a + 4), false, fields, mode == 'ca')
     end
     return out
 end
 
--- Arguments: digest, record. The id already holding the digest, or false after storing the record
--- (or after finding it stored by an earlier attempt of this call).
-local function check_add_exact(a)
-    local digest = ARGV[a]
-    local holder = redis.call('HGET', EXACT, digest)
-    if holder == ARGV[a + 1] and stored_by_this_call(a + 1) then return false end
-    if holder then return holder end
-    store(read_record(a + 1), digest, nil, false)
-    return false
-end
-
--- Arguments: id, url, first_seen, now, {class: ttl or false} JSON. 1 if the record exists.
-local function merge(a)
-    local id, url, first_seen, now, ttls = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-    local key = record_key(id)
-    local old = redis.call('HMGET', key, 't', 'u', 'c')
-    if not old[1] then return 0 end
-    if tonumber(first_seen) < tonumber(old[1]) then redis.call('HSET', key, 't', first_seen) end
-    redis.call('HSET', key, 'u', cjson.encode(append_new(cjson.decode(old[2]), {url})))
-    local ttl = cjson.decode(ttls)[old[3]]  -- nil: a class no longer configured keeps its expiry
-    if ttl then
-        redis.call('ZADD', EXPIRY, string.format('%.17g', tonumber(now) + ttl), id)
-    elseif ttl == false then
-        redis.call('ZREM', EXPIRY, id)
+-- Arguments: rids. Erase them: {rid, was canonical, promoted rid, promoted write id} each.
+local function erase(a)
+    local out = {}
+    for i = a, #ARGV do
+        local r = record(tonumber(ARGV[i]))
+        if r then out[#out + 1] = erase_record(r) end
     end
-    return 1
+    return out
 end
 
--- Arguments: id.
-local function remove(a)
-    return erase(ARGV[a])
-end
-
--- Arguments: now, limit. Erases up to ``limit`` expired records; returns how many.
-local function expire(a)
+-- Arguments: now, limit. Groups whose retention has passed are closed (no join, no candidate) and
+-- listed with their records: {gid, {rid, write id}...}. Closed groups of an expiry that did not
+-- finish are listed again.
+local function close_due(a)
     local due = redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', ARGV[a], 'LIMIT', 0, tonumber(ARGV[a + 1]))
-    for _, id in ipairs(due) do erase(id) end
-    return #due
-end
-
-local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, merge = merge, remove = remove,
-                      expire = expire}
-
--- ARGV[1] is the key prefix, ARGV[2] the number of calls; then each call: its entry point's name, its
--- argument count, its arguments. Calls that ride along (merges, held for the next call out: see
--- redis.py) come first and the reply is then one reply per call, a failed call an error reply of its
--- own, so that one bad call does not fail the calls it rode with.
-local function run()
-    if ARGV[2] == '1' then return ENTRY_POINTS[ARGV[3]](5) end
-    local replies, a = {}, 3
-    for i = 1, tonumber(ARGV[2]) do
-        local ok, reply = pcall(ENTRY_POINTS[ARGV[a]], a + 2)
-        if not ok then
-            reply = type(reply) == 'table' and reply or {err = 'ERR ' .. tostring(reply)}
+    for _, gid in ipairs(redis.call('SMEMBERS', CLOSING)) do due[#due + 1] = gid end
+    local out = {}
+    for _, gid in ipairs(due) do
+        local g = group(tonumber(gid))
+        redis.call('ZREM', EXPIRY, gid)
+        if g then
+            g.flags = CLOSED
+            store_group(g)
+            redis.call('SADD', CLOSING, gid)
+            local entry = {g.gid}
+            for _, rid in ipairs(list_each(redis.call('GET', P .. ':gm:' .. gid))) do
+                local r = record(rid)
+                if r then entry[#entry + 1] = {rid, r.wid} end
+            end
+            out[#out + 1] = entry
+        else
+            redis.call('SREM', CLOSING, gid)
         end
-        replies[i] = reply
-        a = a + 2 + tonumber(ARGV[a + 1])
     end
-    return replies
+    return out
 end
 
-return run()
+-- Arguments: none. The layout, key schema and fingerprint version the index was built with (set on
+-- first use).
+local function identity(a)
+    local meta = P .. ':meta'
+    if redis.call('EXISTS', meta) == 0 then
+        redis.call('HSET', meta, 'schema', ARGV[a], 'fingerprint', ARGV[a + 1], 'layout', ARGV[a + 2])
+    end
+    return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
+end
+
+local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, join = join, confirm = confirm,
+                      find = find, erase = erase, close_due = close_due, identity = identity}
+
+return ENTRY_POINTS[ARGV[2]](3)

@@ -1,6 +1,6 @@
-"""Retention classes -> expiry times, shared by every backend.
+"""Retention classes -> time to live, shared by every backend.
 
-A record is kept ``ttl`` seconds after it was last written (added or merged); ``None`` keeps it for good.
+A group is kept ``ttl`` seconds after it was last written (created or joined); ``None`` keeps it for good.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ class Retention:
                 raise ValueError(f"retention class {name!r}: TTL must be a positive number of seconds or None")
         self.clock = clock
 
-    def expiry(self, retention: str) -> float | None:
-        """When a record of class ``retention`` written now expires; ValueError for an unknown class."""
+    def ttl(self, retention: str) -> float | None:
+        """Seconds a group of class ``retention`` is kept after its last write; ValueError for an unknown class."""
         try:
-            ttl = self.classes[retention]
+            return self.classes[retention]
         except KeyError:
             raise ValueError(
                 f"unknown retention class {retention!r}; SIMHASH_RETENTION defines {sorted(self.classes)}"
             ) from None
-        return None if ttl is None else self.clock() + ttl

@@ -1,334 +1,456 @@
-"""The embedded band index: one SQLite file (stdlib sqlite3, WAL), persistent across crawls.
+"""The embedded index: one SQLite file (stdlib sqlite3, WAL), persistent across crawls.
 
-Every statement runs on one dedicated thread so the reactor never blocks; check-and-add is one
-``BEGIN IMMEDIATE`` transaction, so two processes sharing the file cannot both become canonical.
-Schema in README "The band index".
+Every statement runs on one dedicated thread so the reactor never blocks; each step that reads then
+writes is one ``BEGIN IMMEDIATE`` transaction, so processes sharing the file keep one canonical per group.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from scrapy_simhash.index.base import Candidate, Index, Record
-from scrapy_simhash.index.codec import decode_hashes, encode_hashes, to_signed, to_unsigned
-from scrapy_simhash.index.retention import Retention
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.index.base import (
+    MAX_BANDED_MEMBERS,
+    Candidate,
+    Details,
+    Erased,
+    Exact,
+    GroupGone,
+    Index,
+    IndexNotFound,
+    IndexOpenError,
+    Joined,
+    Lookup,
+    Record,
+    StoredRecord,
+)
+from scrapy_simhash.index.codec import to_signed, to_unsigned
 
-logger = logging.getLogger(__name__)
+__all__ = ["SQLiteIndex"]
 
 T = TypeVar("T")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    rid INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE records (
+    rid INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: "newer than since" is "rid > since"
+    gid INTEGER NOT NULL,
+    banded INTEGER NOT NULL,                -- findable by content: its band keys are in bands
+    pending BLOB,                           -- the session whose item is not yet scraped (NULL once it is)
+    session BLOB NOT NULL,
+    id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    host TEXT NOT NULL,
     fingerprint INTEGER NOT NULL,
+    sketch BLOB NOT NULL,
+    hashes BLOB,                            -- verification data of findable records only
+    digest BLOB UNIQUE,                     -- short texts, matched exactly
     first_seen REAL NOT NULL,
     retention TEXT NOT NULL,
-    expires REAL,
-    digest TEXT UNIQUE,
-    shingles BLOB NOT NULL,
-    write_id BLOB
+    write_id BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS records_expires ON records (expires) WHERE expires IS NOT NULL;
-CREATE TABLE IF NOT EXISTS urls (rid INTEGER NOT NULL, url TEXT NOT NULL, PRIMARY KEY (rid, url));
-CREATE TABLE IF NOT EXISTS bands (
-    tbl INTEGER NOT NULL,
-    key INTEGER NOT NULL,
-    rid INTEGER NOT NULL,
-    fingerprint INTEGER NOT NULL,
-    PRIMARY KEY (tbl, key, rid)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, hashes BLOB NOT NULL)
-    WITHOUT ROWID;
+CREATE INDEX records_id ON records (id);
+CREATE INDEX records_url ON records (url);
+CREATE INDEX records_gid ON records (gid);
+CREATE TABLE groups (
+    gid INTEGER PRIMARY KEY,
+    canonical INTEGER NOT NULL,             -- 0: its canonical was erased and no findable member was left
+    size INTEGER NOT NULL,
+    banded INTEGER NOT NULL,
+    ttl REAL,
+    expires REAL
+);
+CREATE INDEX groups_expires ON groups (expires) WHERE expires IS NOT NULL;
+CREATE TABLE bands (key BLOB NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
+CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob BLOB NOT NULL) WITHOUT ROWID;
 """
+
+_CANDIDATE = (
+    "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, r.pending, r.id, r.write_id, c.write_id"
+    " FROM records r JOIN groups g ON g.gid = r.gid LEFT JOIN records c ON c.rid = g.canonical"
+)
 
 
 class SQLiteIndex(Index):
-    def __init__(self, path: str | Path, layout: Layout, retention: Retention) -> None:
-        self.path = str(path)
-        self.layout = layout
-        self.retention = retention
+    transient_errors = (sqlite3.OperationalError,)  # "database is locked" and disk I/O hiccups
+
+    def __init__(self, url: str, **options: Any) -> None:
+        # As SQLAlchemy spells them: sqlite:///relative.db, sqlite:////absolute.db, sqlite:// in memory.
+        path = url[len("sqlite://") :].removeprefix("/") or ":memory:"
+        options.pop("key_prefix", None)  # Redis only
+        super().__init__(location=f"sqlite:///{path}", **options)
+        self.path = path
         # One thread owns the connection: sqlite3 objects stay on the thread that made them and
         # statements never interleave, with no lock to get wrong.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sqlite")
         self._db: sqlite3.Connection | None = None
-        try:
-            self._executor.submit(self._connect).result()
-        except BaseException:
-            self._executor.submit(self._disconnect).result()
-            self._executor.shutdown()
-            raise
 
-    def _connect(self) -> None:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        if "write_id" not in {column for _, column, *_ in db.execute("PRAGMA table_info(records)")}:
-            db.execute("ALTER TABLE records ADD COLUMN write_id BLOB")  # a file made before write ids
-        self._db = db
-        with self._transaction():
-            row = db.execute("SELECT value FROM meta WHERE name = 'layout'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('layout', ?)", (repr(self.layout),))
-            elif row[0] != repr(self.layout):
-                raise ValueError(
-                    f"index {self.path} was built with {row[0]}, not {self.layout!r}: "
-                    "use the same SIMHASH_BANDS/SIMHASH_LAYOUT settings or a new index"
-                )
-
-    async def _run(self, fn: Callable[..., T], *args) -> T:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wrap_future(self._executor.submit(fn, *args))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` takes the write lock up front, so a read-then-write of this process can
         never interleave with another process's; any error rolls the whole step back."""
-        assert self._db is not None
-        self._db.execute("BEGIN IMMEDIATE")
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
         try:
-            yield self._db
+            yield db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        db.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the index is not open (await index.open() first)")
+        return self._db
 
     # -- the contract ------------------------------------------------------------------------------
 
-    async def add(self, record: Record) -> None:
-        await self._run(self._add_sync, record)
+    async def open(self) -> None:
+        await self._run(self._open)
 
-    async def candidates(self, fingerprint: int, max_distance: int) -> list[Candidate]:
-        return await self._run(self._candidates_sync, fingerprint, max_distance)
+    async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
+        sketch = record.sketch(self.layout)
+        return await self._run(self._check_and_add, record, sketch, since)
 
-    async def check_and_add(self, record: Record, max_distance: int) -> list[Candidate]:
-        return await self._run(self._check_and_add_sync, record, max_distance)
+    async def details(self, candidates: list[Candidate]) -> list[Details | None]:
+        rows = await self._run(self._details, [(c.rid, c.canonical) for c in candidates])
+        return [None if row is None else Details(*row[:3], self._hashes(row[3]), *row[4:]) for row in rows]
 
-    async def check_and_add_exact(self, record: Record, digest: str) -> str | None:
-        return await self._run(self._check_and_add_exact_sync, record, digest)
+    async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
+        sketch = record.sketch(self.layout)
+        return await self._run(self._join, record, sketch, matched.rid, banded)
 
-    async def merge(self, canonical_id: str, url: str, first_seen: float) -> None:
-        await self._run(self._merge_sync, canonical_id, url, first_seen)
+    async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
+        return await self._run(self._check_and_add_exact, record, digest)
 
-    async def get(self, record_id: str) -> Record | None:
-        return await self._run(self._get_sync, record_id)
+    async def confirm(self, rids: list[int]) -> None:
+        if rids:
+            await self._run(self._confirm, rids)
 
-    async def remove(self, record_id: str) -> bool:
-        return await self._run(self._remove_sync, record_id)
+    async def remove(self, rid: int) -> bool:
+        return await self._run(self._remove, rid)
+
+    async def records(self, key: str) -> list[StoredRecord]:
+        return await self._run(self._records, key)
+
+    async def erase(self, key: str) -> list[Erased]:
+        return await self._run(self._erase_key, key)
 
     async def expire(self) -> int:
-        return await self._run(self._expire_sync)
+        return await self._run(self._expire)
 
-    async def load_boilerplate(self, host: str) -> tuple[int, np.ndarray] | None:
-        return await self._run(self._load_boilerplate_sync, host)
+    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+        return await self._run(self._one, "SELECT version, blob FROM boilerplate WHERE host = ?", (host,))
 
-    async def save_boilerplate(self, host: str, version: int, hashes: np.ndarray) -> None:
-        blob = np.asarray(hashes, dtype="<u8").tobytes()
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
         await self._run(self._write, "INSERT OR REPLACE INTO boilerplate VALUES (?, ?, ?)", (host, version, blob))
 
     async def count(self) -> int:
-        return await self._run(self._scalar, "SELECT COUNT(*) FROM records")
+        return (await self._run(self._one, "SELECT COUNT(*) FROM records", ()))[0]
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._run(self._disconnect)
+        await self._run(self._disconnect)
         self._executor.shutdown(wait=True)
+
+    # -- on the sqlite thread ----------------------------------------------------------------------
+
+    def _open(self) -> None:
+        if self.path != ":memory:":
+            if not self.create and not Path(self.path).exists():
+                raise IndexNotFound(f"no index at {self.location}")
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
+            db = self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as exc:
+            self._disconnect()
+            raise IndexOpenError(f"cannot open {self.path}: {exc}") from None
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA secure_delete=ON")  # erased pages are overwritten, not left in free pages
+            with self._transaction():
+                if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        db.execute(statement)
+                    db.executemany("INSERT INTO meta VALUES (?, ?)", self._identity().items())
+                has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
+                stored = dict(db.execute("SELECT name, value FROM meta")) if has_meta else {}
+                self._check_identity(stored, f"index {self.location}")
+        except BaseException:
+            self._disconnect()
+            raise
 
     def _disconnect(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
 
-    # -- on the sqlite thread ----------------------------------------------------------------------
-
-    def _scalar(self, sql: str, params: tuple = ()):
-        assert self._db is not None
-        return self._db.execute(sql, params).fetchone()[0]
+    def _one(self, sql: str, params: tuple) -> Any:
+        return self._connection().execute(sql, params).fetchone()
 
     def _write(self, sql: str, params: tuple) -> None:
         with self._transaction() as db:
             db.execute(sql, params)
 
-    def _add_sync(self, record: Record) -> None:
-        with self._transaction():
-            self._store(record, digest=None, banded=True)
+    def _candidate(self, row: tuple) -> Candidate:
+        rid, gid, canonical, fingerprint, _sketch, _pending, _id, key, canonical_key, equal = row
+        return Candidate(rid, gid, canonical, to_unsigned(fingerprint), equal, key, canonical_key or b"")
 
-    def _check_and_add_sync(self, record: Record, max_distance: int) -> list[Candidate]:
+    def _stale(self, pending: bytes | None, record_id: str, record: Record) -> bool:
+        """A pending record of another session under this id: a crashed crawl's item, never scraped."""
+        return pending is not None and pending != self.session and record_id == record.id
+
+    def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
-            # Stored with this very write id: an earlier attempt of this call added it (retry).
-            if db.execute(
-                "SELECT 1 FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id)
-            ).fetchone():
-                return []
-            found = self._candidates_sync(record.fingerprint, max_distance)
-            if not found:
-                self._store(record, digest=None, banded=True)
-            return found
+            (seq,) = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone() or (0,)
+            mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
+            if (row := mine.fetchone()) is not None:  # an earlier attempt of this very call added it
+                return Lookup(row[0], [], seq)
+            keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
+            marks = ",".join("?" * len(keys))
+            rids = [
+                rid
+                for (rid,) in db.execute(
+                    f"SELECT DISTINCT rid FROM bands WHERE key IN ({marks}) AND rid > ?", (*keys, since)
+                )
+            ]
+            candidates = []
+            for rid in rids:
+                row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
+                equal = self.layout.equal(row[4], sketch)
+                if equal >= self.layout.min_equal and not self._stale(row[5], row[6], record):
+                    candidates.append(self._candidate((*row, equal)))
+            if candidates:
+                candidates.sort(key=lambda c: (-c.equal, c.rid))
+                return Lookup(None, candidates, seq)
+            same_id = self._same_id(record)
+            rid = self._insert(record, sketch, digest=None)
+            return Lookup(rid, [], seq, same_id)
 
-    def _check_and_add_exact_sync(self, record: Record, digest: str) -> str | None:
-        with self._transaction() as db:
-            row = db.execute("SELECT id, write_id FROM records WHERE digest = ?", (digest,)).fetchone()
-            if row is None:
-                self._store(record, digest=digest, banded=False)
-                return None
-            holder, write_id = row
-            return None if (holder, write_id) == (record.id, record.write_id) else holder
+    def _same_id(self, record: Record) -> tuple[int, int]:
+        """Other live records under this id, (this session's, earlier sessions'), stale ones left out."""
+        rows = self._connection().execute("SELECT session, pending FROM records WHERE id = ?", (record.id,))
+        this = earlier = 0
+        for session, pending in rows:
+            if pending is not None and pending != self.session:
+                continue
+            if session == self.session:
+                this += 1
+            else:
+                earlier += 1
+        return this, earlier
 
-    def _candidates_sync(self, fingerprint: int, max_distance: int) -> list[Candidate]:
-        assert self._db is not None
-        near: dict[int, tuple[int, int]] = {}
-        for table, key in self.layout.probe_keys(fingerprint):
-            rows = self._db.execute(
-                "SELECT rid, fingerprint FROM bands WHERE tbl = ? AND key = ?", (table, to_signed(key))
+    def _insert(self, record: Record, sketch: bytes, digest: bytes | None) -> int:
+        """Add ``record`` as a group's canonical (pending), in the caller's transaction. A stale
+        pending record under this id (a crashed crawl's) is replaced: the new one takes its group."""
+        db = self._connection()
+        gid = None
+        for rid, old_gid, pending in db.execute(
+            "SELECT rid, gid, pending FROM records WHERE id = ?", (record.id,)
+        ).fetchall():
+            if pending is not None and pending != self.session:
+                canonical = db.execute("SELECT canonical FROM groups WHERE gid = ?", (old_gid,)).fetchone()
+                self._erase_rid(rid)
+                if canonical is not None and canonical[0] == rid and self._group_exists(old_gid):
+                    gid = old_gid
+        banded = digest is None
+        rid = self._store(record, sketch, gid or 0, banded=banded, digest=digest, pending=True)
+        ttl = self.retention.ttl(record.retention)
+        if gid is None:
+            gid = rid
+            db.execute("UPDATE records SET gid = ? WHERE rid = ?", (gid, rid))
+            db.execute(
+                "INSERT INTO groups VALUES (?, ?, 1, 0, ?, ?)", (gid, rid, ttl, self._expiry(ttl))
             )
-            for rid, stored in rows:
-                stored = to_unsigned(stored)
-                distance = (stored ^ fingerprint).bit_count()
-                if distance <= max_distance:
-                    near[rid] = (stored, distance)
-        found = []
-        for rid, (stored, distance) in near.items():
-            record_id, blob = self._db.execute("SELECT id, shingles FROM records WHERE rid = ?", (rid,)).fetchone()
-            found.append(Candidate(record_id, stored, distance, blob))
-        found.sort(key=lambda c: (c.distance, c.record_id))
-        return found
-
-    def _store(self, record: Record, *, digest: str | None, banded: bool) -> None:
-        """Insert or replace ``record`` inside the caller's transaction; URLs and first-seen merge."""
-        assert self._db is not None
-        db = self._db
-        blob = encode_hashes(record.shingles)
-        expires = self.retention.expiry(record.retention)
-        old = db.execute("SELECT rid, fingerprint, first_seen FROM records WHERE id = ?", (record.id,)).fetchone()
-        if old is None:
-            rid = db.execute(
-                "INSERT INTO records (id, fingerprint, first_seen, retention, expires, digest, shingles, write_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.id,
-                    to_signed(record.fingerprint),
-                    record.first_seen,
-                    record.retention,
-                    expires,
-                    digest,
-                    blob,
-                    record.write_id,
-                ),
-            ).lastrowid
         else:
-            rid, old_fingerprint, old_first_seen = old
-            self._unband(rid, to_unsigned(old_fingerprint))
             db.execute(
-                "UPDATE records SET fingerprint = ?, first_seen = ?, retention = ?, expires = ?, digest = ?,"
-                " shingles = ?, write_id = ? WHERE rid = ?",
-                (
-                    to_signed(record.fingerprint),
-                    min(old_first_seen, record.first_seen),
-                    record.retention,
-                    expires,
-                    digest,
-                    blob,
-                    record.write_id,
-                    rid,
-                ),
+                "UPDATE groups SET canonical = ?, size = size + 1, ttl = ?, expires = ? WHERE gid = ?",
+                (rid, ttl, self._expiry(ttl), gid),
             )
-        self._add_urls(rid, [record.url, *record.urls])
+        return rid
+
+    def _group_exists(self, gid: int) -> bool:
+        return self._connection().execute("SELECT 1 FROM groups WHERE gid = ?", (gid,)).fetchone() is not None
+
+    def _expiry(self, ttl: float | None) -> float | None:
+        return None if ttl is None else self.retention.clock() + ttl
+
+    def _store(self, record: Record, sketch: bytes, gid: int, *, banded: bool, digest: bytes | None, pending: bool) -> int:
+        db = self._connection()
+        rid = db.execute(
+            "INSERT INTO records (gid, banded, pending, session, id, url, host, fingerprint, sketch, hashes, digest,"
+            " first_seen, retention, write_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                gid,
+                int(banded),
+                self.session if pending else None,
+                self.session,
+                record.id,
+                record.url,
+                record.host,
+                to_signed(record.fingerprint),
+                sketch,
+                record.blob() if banded else None,
+                digest,
+                record.first_seen,
+                record.retention,
+                record.write_id,
+            ),
+        ).lastrowid
         if banded:
-            fingerprint = to_signed(record.fingerprint)
             db.executemany(
-                "INSERT OR IGNORE INTO bands VALUES (?, ?, ?, ?)",
-                [(t, to_signed(key), rid, fingerprint) for t, key in self.layout.insert_keys(record.fingerprint)],
+                "INSERT INTO bands VALUES (?, ?)",
+                [(bytes([band]) + key, rid) for band, key in enumerate(self.layout.band_keys(sketch))],
             )
+        return rid
 
-    def _add_urls(self, rid: int, urls: Iterable[str]) -> None:
-        assert self._db is not None
-        self._db.executemany("INSERT OR IGNORE INTO urls VALUES (?, ?)", [(rid, u) for u in urls if u])
+    def _details(self, pairs: list[tuple[int, int]]) -> list[tuple | None]:
+        db = self._connection()
+        out: list[tuple | None] = []
+        for rid, canonical in pairs:
+            row = db.execute("SELECT id, url, host, hashes FROM records WHERE rid = ?", (rid,)).fetchone()
+            head = db.execute("SELECT id, url FROM records WHERE rid = ?", (canonical,)).fetchone() or ("", "")
+            out.append(None if row is None else (*row, *head))
+        return out
 
-    def _unband(self, rid: int, fingerprint: int) -> None:
-        assert self._db is not None
-        self._db.executemany(
-            "DELETE FROM bands WHERE tbl = ? AND key = ? AND rid = ?",
-            [(t, to_signed(key), rid) for t, key in self.layout.insert_keys(fingerprint)],
-        )
-
-    def _merge_sync(self, canonical_id: str, url: str, first_seen: float) -> None:
+    def _join(self, record: Record, sketch: bytes, matched: int, banded: bool) -> Joined:
         with self._transaction() as db:
-            row = db.execute("SELECT rid, retention, expires FROM records WHERE id = ?", (canonical_id,)).fetchone()
-            if row is None:
-                logger.warning("merge into %r skipped: no such record (erased or expired)", canonical_id)
-                return
-            rid, retention, expires = row
-            if retention in self.retention.classes:  # a class no longer configured keeps its expiry
-                expires = self.retention.expiry(retention)
+            mine = db.execute(
+                "SELECT r.rid, r.gid, g.canonical, g.size, r.banded FROM records r JOIN groups g ON g.gid = r.gid"
+                " WHERE r.id = ? AND r.write_id = ?",
+                (record.id, record.write_id),
+            ).fetchone()
+            if mine is not None:  # an earlier attempt of this very call joined it
+                return Joined(*mine[:4], bool(mine[4]))
+            row = db.execute(
+                "SELECT g.gid, g.canonical, g.banded, g.ttl FROM records r JOIN groups g ON g.gid = r.gid"
+                " WHERE r.rid = ?",
+                (matched,),
+            ).fetchone()
+            if row is None or row[1] == 0:
+                raise GroupGone(f"record {matched} is gone")
+            gid, canonical, findable, ttl = row
+            banded = banded and findable < MAX_BANDED_MEMBERS
+            rid = self._store(record, sketch, gid, banded=banded, digest=None, pending=False)
             db.execute(
-                "UPDATE records SET first_seen = MIN(first_seen, ?), expires = ? WHERE rid = ?",
-                (first_seen, expires, rid),
+                "UPDATE groups SET size = size + 1, banded = banded + ?, expires = ? WHERE gid = ?",
+                (int(banded), self._expiry(ttl), gid),
             )
-            self._add_urls(rid, [url])
+            (size,) = db.execute("SELECT size FROM groups WHERE gid = ?", (gid,)).fetchone()
+            return Joined(rid, gid, canonical, size, banded)
 
-    def _get_sync(self, record_id: str) -> Record | None:
-        assert self._db is not None
-        row = self._db.execute(
-            "SELECT rid, fingerprint, first_seen, retention, shingles FROM records WHERE id = ?", (record_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        rid, fingerprint, first_seen, retention, blob = row
-        urls = tuple(u for (u,) in self._db.execute("SELECT url FROM urls WHERE rid = ? ORDER BY rowid", (rid,)))
-        return Record(
-            id=record_id,
-            fingerprint=to_unsigned(fingerprint),
-            url=urls[0] if urls else "",
-            first_seen=first_seen,
-            retention=retention,
-            shingles=decode_hashes(blob),
-            urls=urls,
+    def _check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
+        with self._transaction() as db:
+            mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
+            if (row := mine.fetchone()) is not None:
+                return Exact(row[0], None)
+            row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
+            if row is not None and not self._stale(row[5], row[6], record) and row[2] != 0:
+                return Exact(None, self._candidate((*row, self.layout.size)))
+            if row is not None:  # stale, or a group left without canonical: the text starts anew
+                db.execute("UPDATE records SET digest = NULL WHERE rid = ?", (row[0],))
+            return Exact(self._insert(record, b"", digest=digest), None)
+
+    def _confirm(self, rids: list[int]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE records SET pending = NULL WHERE rid = ? AND pending = ?", [(rid, self.session) for rid in rids]
+            )
+
+    def _records(self, key: str) -> list[StoredRecord]:
+        rows = self._connection().execute(
+            "SELECT r.rid, r.gid, g.canonical = r.rid, r.id, r.url, r.host, r.fingerprint, r.first_seen, r.retention,"
+            " r.pending IS NOT NULL, r.hashes FROM records r JOIN groups g ON g.gid = r.gid"
+            " WHERE r.id = ? OR r.url = ? ORDER BY r.rid",
+            (key, key),
         )
+        return [
+            StoredRecord(
+                rid, gid, bool(canonical), id_, url, host, to_unsigned(fp), first_seen, retention, bool(pending),
+                self._hashes(blob) if blob is not None else np.empty(0, np.uint32),
+            )
+            for rid, gid, canonical, id_, url, host, fp, first_seen, retention, pending, blob in rows
+        ]
 
-    def _remove_sync(self, record_id: str) -> bool:
-        with self._transaction():
-            return self._erase(record_id)
-
-    def _erase(self, record_id: str) -> bool:
-        assert self._db is not None
-        row = self._db.execute("SELECT rid, fingerprint FROM records WHERE id = ?", (record_id,)).fetchone()
-        if row is None:
-            return False
-        rid, fingerprint = row
-        self._unband(rid, to_unsigned(fingerprint))
-        self._db.execute("DELETE FROM urls WHERE rid = ?", (rid,))
-        self._db.execute("DELETE FROM records WHERE rid = ?", (rid,))
+    def _remove(self, rid: int) -> bool:
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM records WHERE rid = ?", (rid,)).fetchone() is None:
+                return False
+            self._erase_rid(rid)
+        self._checkpoint()
         return True
 
-    def _expire_sync(self) -> int:
+    def _erase_key(self, key: str) -> list[Erased]:
         with self._transaction() as db:
-            due = db.execute(
-                "SELECT id FROM records WHERE expires IS NOT NULL AND expires <= ?", (self.retention.clock(),)
-            ).fetchall()
-            for (record_id,) in due:
-                self._erase(record_id)
-        if due:
-            logger.info("expired %(count)d records", {"count": len(due)})
-        return len(due)
+            rids = [rid for (rid,) in db.execute("SELECT rid FROM records WHERE id = ? OR url = ?", (key, key))]
+            erased = [self._erase_rid(rid) for rid in rids]
+        self._checkpoint()
+        return erased
 
-    def _load_boilerplate_sync(self, host: str) -> tuple[int, np.ndarray] | None:
-        assert self._db is not None
-        row = self._db.execute("SELECT version, hashes FROM boilerplate WHERE host = ?", (host,)).fetchone()
-        if row is None:
-            return None
-        return row[0], np.frombuffer(row[1], dtype="<u8").astype(np.uint64)
+    def _erase_rid(self, rid: int) -> Erased:
+        """Erase one record in the caller's transaction; its group keeps its other members, and its
+        earliest findable member becomes canonical if the canonical goes."""
+        db = self._connection()
+        gid, banded, sketch, id_, url = db.execute(
+            "SELECT gid, banded, sketch, id, url FROM records WHERE rid = ?", (rid,)
+        ).fetchone()
+        if banded:
+            db.executemany(
+                "DELETE FROM bands WHERE key = ? AND rid = ?",
+                [(bytes([band]) + key, rid) for band, key in enumerate(self.layout.band_keys(sketch))],
+            )
+        db.execute("DELETE FROM records WHERE rid = ?", (rid,))
+        canonical, size = db.execute("SELECT canonical, size FROM groups WHERE gid = ?", (gid,)).fetchone()
+        was_canonical = canonical == rid
+        if size <= 1:
+            db.execute("DELETE FROM groups WHERE gid = ?", (gid,))
+            return Erased(id_, url, was_canonical, None)
+        members = int(banded and not was_canonical)  # findable members the group loses
+        promoted = None
+        if was_canonical:
+            heir = db.execute(
+                "SELECT rid, id FROM records WHERE gid = ? AND banded = 1 ORDER BY rid LIMIT 1", (gid,)
+            ).fetchone()
+            if heir is not None:
+                canonical, promoted = heir
+                members += 1
+            else:
+                canonical = 0
+        db.execute(
+            "UPDATE groups SET canonical = ?, size = size - 1, banded = banded - ? WHERE gid = ?",
+            (canonical, members, gid),
+        )
+        return Erased(id_, url, was_canonical, promoted)
 
+    def _expire(self) -> int:
+        with self._transaction() as db:
+            due = [
+                gid
+                for (gid,) in db.execute(
+                    "SELECT gid FROM groups WHERE expires IS NOT NULL AND expires <= ?", (self.retention.clock(),)
+                )
+            ]
+            erased = 0
+            for gid in due:
+                for (rid,) in db.execute("SELECT rid FROM records WHERE gid = ?", (gid,)).fetchall():
+                    self._erase_rid(rid)
+                    erased += 1
+        if erased:
+            self._checkpoint()
+        return erased
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it: erased rows must not outlive the erase in the WAL."""
+        self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -1,0 +1,150 @@
+"""Judging one record against the index: verify candidates by Jaccard, then join a group or start one.
+
+Shared by the pipeline and by ``simhash-eval``'s replay, so what is measured is what runs. The
+insert after rejected candidates is conditional on nothing new having arrived (``since``), so two
+near-duplicates in flight at once cannot both become canonical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from scrapy_simhash.fingerprint import jaccard_hashes
+from scrapy_simhash.index import Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
+
+__all__ = ["NOVELTY", "Placement", "Verified", "place", "place_exact", "verify"]
+
+#: A duplicate is kept findable (its band keys indexed) when its best match is below this Jaccard:
+#: it then reaches pages its group's other records do not (a page drifting release after release).
+#: A closer copy adds nothing but bucket entries. Measured: docs/benchmarks.md "Groups".
+NOVELTY = 0.95
+#: Restarts after the matched record was erased or expired meanwhile, before giving up.
+MAX_RESTARTS = 3
+
+Furniture = Callable[[str], Awaitable[np.ndarray]]
+
+
+class Judged(Protocol):
+    """The index calls judging needs (an :class:`~scrapy_simhash.index.Index` or its guard)."""
+
+    async def check_and_add(self, record: Record, since: int = 0) -> Lookup: ...
+
+    async def details(self, candidates: list[Candidate]) -> list[Details | None]: ...
+
+    async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined: ...
+
+    async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact: ...
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A candidate, its data, and the Jaccard similarity verification measured."""
+
+    candidate: Candidate
+    details: Details
+    jaccard: float
+
+
+@dataclass
+class Placement:
+    """Where a record went: added as a new group's canonical, or joined to ``match``'s group."""
+
+    added: int | None = None
+    joined: Joined | None = None
+    match: Verified | None = None
+    rejected: list[Verified] = field(default_factory=list)
+    unreadable: int = 0  # candidates whose stored data could not be read (counted, skipped)
+    same_id: tuple[int, int] = (0, 0)
+
+
+async def verify(
+    record: Record,
+    candidates: list[Candidate],
+    details: list[Details | None],
+    threshold: float,
+    furniture: Furniture | None = None,
+) -> tuple[Verified | None, list[Verified], int]:
+    """The best candidate at or above ``threshold`` (None if none), the rejected ones, and how many
+    could not be read. Candidates come best sketch first; verification stops at a match so close
+    that no other could matter (>= NOVELTY).
+
+    Jaccard is symmetric across hosts: what either host calls furniture is left out of both sides,
+    so two hosts' different furniture sets cannot make a copy look distinct.
+    """
+    best: Verified | None = None
+    rejected: list[Verified] = []
+    unreadable = 0
+    own = None
+    for candidate, data in zip(candidates, details):
+        if data is None:  # erased or expired since the lookup
+            continue
+        if data.hashes is None:
+            unreadable += 1
+            continue
+        ours, theirs = record.hashes, data.hashes
+        if furniture is not None and data.host != record.host:
+            own = await furniture(record.host) if own is None else own
+            other = await furniture(data.host)
+            if len(other):
+                ours = ours[~np.isin(ours, other, assume_unique=True)]
+            if len(own):
+                theirs = theirs[~np.isin(theirs, own, assume_unique=True)]
+        verified = Verified(candidate, data, jaccard_hashes(ours, theirs))
+        if verified.jaccard < threshold:
+            rejected.append(verified)
+            continue
+        if best is None or verified.jaccard > best.jaccard:
+            best = verified
+        if best.jaccard >= NOVELTY:
+            break
+    return best, rejected, unreadable
+
+
+async def place(
+    index: Judged, record: Record, threshold: float, furniture: Furniture | None = None
+) -> Placement:
+    """Add ``record`` as a new group's canonical, or join the group of its best verified match."""
+    since, placement, restarts = 0, Placement(), 0
+    while True:
+        lookup = await index.check_and_add(record, since)
+        if lookup.added is not None:
+            placement.added, placement.same_id = lookup.added, lookup.same_id
+            return placement
+        details = await index.details(lookup.candidates)
+        match, rejected, unreadable = await verify(record, lookup.candidates, details, threshold, furniture)
+        placement.rejected += rejected
+        placement.unreadable += unreadable
+        if match is None:
+            since = lookup.seq  # judged everything up to here: only newer records can stop the insert
+            continue
+        try:
+            placement.joined = await index.join(record, match.candidate, banded=match.jaccard < NOVELTY)
+        except GroupGone:
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise
+            since, placement = 0, Placement()
+            continue
+        placement.match = match
+        return placement
+
+
+async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement:
+    """Short texts: join the group of the record holding the same normalised text, or start one."""
+    for _ in range(MAX_RESTARTS + 1):
+        exact = await index.check_and_add_exact(record, digest)
+        if exact.holder is None:
+            return Placement(added=exact.added)
+        [data] = await index.details([exact.holder])
+        try:
+            if data is None:
+                raise GroupGone(f"record {exact.holder.rid} is gone")
+            joined = await index.join(record, exact.holder, banded=False)
+        except GroupGone:
+            continue
+        return Placement(joined=joined, match=Verified(exact.holder, data, 1.0))
+    raise GroupGone(f"{record.id}: the record holding its text kept going away")

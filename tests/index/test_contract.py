@@ -1,0 +1,262 @@
+"""The index contract, run against every backend: a SQLite file, a real Redis, a real Redis Cluster."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+from samples import ODD_IDS, Clock, hashes, near, race, record
+
+from scrapy_simhash.index import GroupGone, IndexNotFound
+from scrapy_simhash.layout import Layout
+
+async def test_a_record_round_trips_with_odd_ids(make_index):
+    index = await make_index()
+    for i, record_id in enumerate(ODD_IDS):
+        lookup = await index.check_and_add(record(record_id, hashes(i), host="example.com"))
+        assert lookup.added and not lookup.candidates
+        [stored] = await index.records(record_id)
+        assert (stored.id, stored.canonical, stored.pending, stored.host) == (record_id, True, True, "example.com")
+        assert np.array_equal(stored.hashes, hashes(i))
+    assert await index.count() == len(ODD_IDS)
+
+
+async def test_a_near_copy_finds_the_original_and_a_distinct_text_does_not(make_index):
+    index = await make_index()
+    original = hashes(1)
+    first = await index.check_and_add(record("first", original))
+    copy = await index.check_and_add(record("copy", near(original, 0.9, seed=2)))
+    assert copy.added is None and [c.rid for c in copy.candidates] == [first.added]
+    [details] = await index.details(copy.candidates)
+    assert details.id == details.canonical_id == "first" and np.array_equal(details.hashes, original)
+    distinct = await index.check_and_add(record("distinct", hashes(3)))
+    assert distinct.added and not distinct.candidates
+
+
+async def test_a_record_newer_than_since_is_the_only_candidate(make_index):
+    """Exactly once: an insert after rejected candidates is conditional on nothing new having arrived."""
+    index = await make_index()
+    base = hashes(4)
+    seq_before = (await index.check_and_add(record("old", near(base, 0.9, seed=5)))).seq
+    first = await index.check_and_add(record("new", base))
+    assert first.candidates  # the old record is a candidate of "new"...
+    second = await index.check_and_add(record("new", base), since=first.seq)  # ...judged; nothing newer
+    assert second.added
+    late = await index.check_and_add(record("late", near(base, 0.95, seed=6)), since=first.seq)
+    assert [c.rid for c in late.candidates] == [second.added]  # only what arrived after since
+    assert seq_before <= first.seq
+
+
+async def test_a_retried_call_finds_its_own_write(make_index):
+    index = await make_index()
+    mine = record("retried", hashes(7))
+    first = await index.check_and_add(mine)
+    assert (await index.check_and_add(mine)).added == first.added  # the same Record: an earlier attempt
+    again = await index.check_and_add(record("retried", hashes(7)))  # a new Record of the page: a recrawl
+    assert again.added is None and again.candidates[0].rid == first.added
+    member = record("member", near(hashes(7), 0.9, seed=8))
+    joined = await index.join(member, again.candidates[0], banded=True)
+    assert await index.join(member, again.candidates[0], banded=True) == joined
+    assert await index.count() == 2
+
+
+async def test_records_sharing_an_id_are_all_kept_and_counted(make_index):
+    """A listing page whose items all carry url = response.url: every item stays findable."""
+    index = await make_index()
+    lookups = [await index.check_and_add(record("listing", hashes(10 + i))) for i in range(4)]
+    assert all(lookup.added for lookup in lookups)
+    assert [lookup.same_id for lookup in lookups] == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    for i in range(4):  # a later exact copy of each, under another id, finds its own record
+        copy = await index.check_and_add(record(f"copy{i}", hashes(10 + i)))
+        assert [c.rid for c in copy.candidates] == [lookups[i].added]
+    assert len(await index.records("listing")) == 4
+
+
+async def test_a_member_that_adds_reach_is_found_and_joins_the_group(make_index):
+    """A page that drifts: C is near B (a member) but not near A (the canonical)."""
+    index = await make_index()
+    a = hashes(20)
+    b = near(a, 0.85, seed=21)
+    c = near(b, 0.85, seed=22)
+    first = await index.check_and_add(record("a", a))
+    found = await index.check_and_add(record("b", b))
+    joined = await index.join(record("b", b), found.candidates[0], banded=True)
+    assert (joined.group, joined.canonical, joined.size, joined.banded) == (first.added, first.added, 2, True)
+    drift = await index.check_and_add(record("c", c))
+    matched = next(x for x in drift.candidates if x.rid == joined.rid)
+    assert matched.group == first.added and matched.canonical == first.added
+    [details] = await index.details([matched])
+    assert (details.id, details.canonical_id) == ("b", "a")
+
+
+async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
+    index = await make_index()
+    a = hashes(30)
+    first = await index.check_and_add(record("a", a))
+    for i in range(3):
+        copy = await index.check_and_add(record(f"copy{i}", a))
+        assert [x.rid for x in copy.candidates] == [first.added]
+        joined = await index.join(record(f"copy{i}", a), copy.candidates[0], banded=False)
+        assert (joined.size, joined.banded) == (i + 2, False)
+    assert len(await index.records("copy1")) == 1
+
+
+async def test_joining_a_record_erased_meanwhile_says_so(make_index):
+    index = await make_index()
+    a = hashes(40)
+    await index.check_and_add(record("a", a))
+    lookup = await index.check_and_add(record("b", a))
+    await index.erase("a")
+    with pytest.raises(GroupGone):
+        await index.join(record("b", a), lookup.candidates[0], banded=True)
+
+
+async def test_erasing_a_canonical_promotes_its_earliest_findable_member(make_index):
+    index = await make_index()
+    a = hashes(50)
+    await index.check_and_add(record("a", a))
+    b, c = near(a, 0.85, seed=51), near(a, 0.86, seed=52)
+    for name, values in (("dup", a), ("b", b), ("c", c)):
+        lookup = await index.check_and_add(record(name, values))
+        await index.join(record(name, values), lookup.candidates[0], banded=name != "dup")
+    [erased] = await index.erase("a")
+    assert (erased.id, erased.canonical, erased.promoted) == ("a", True, "b")
+    later = await index.check_and_add(record("later", near(b, 0.95, seed=53)))
+    [details] = await index.details(later.candidates[:1])
+    assert details.canonical_id == "b"
+    assert not await index.records("a")
+    assert [r.canonical for r in await index.records("b")] == [True]
+
+
+async def test_erasing_by_url_removes_every_record_of_that_page(make_index):
+    index = await make_index()
+    a = hashes(60)
+    await index.check_and_add(record("a", a, url="https://site/a"))
+    lookup = await index.check_and_add(record("m", a, url="https://site/m"))
+    await index.join(record("m", a, url="https://site/m"), lookup.candidates[0], banded=False)
+    erased = await index.erase("https://site/m")
+    assert [(e.id, e.canonical) for e in erased] == [("m", False)]
+    assert await index.count() == 1 and await index.erase("https://site/m") == []
+
+
+async def test_erasing_everything_leaves_an_empty_index(make_index, dump):
+    index = await make_index()
+    empty = dump()
+    a = hashes(70)
+    await index.check_and_add(record("a", a))
+    for name, values, banded in (("b", near(a, 0.85, seed=71), True), ("c", a, False)):
+        member = record(name, values)  # one Record per item, as the pipeline has
+        lookup = await index.check_and_add(member)
+        await index.join(member, lookup.candidates[0], banded=banded)
+    await index.check_and_add_exact(record("short", np.arange(3, dtype=np.uint32)), b"d" * 16)
+    unjudged = record("unjudged", a)  # looked up, then never indexed (its item failed)
+    await index.check_and_add(unjudged)
+    await index.release(unjudged)
+    for name in ("b", "a", "c", "short"):
+        assert await index.erase(name)
+    assert dump() == empty
+
+
+async def test_groups_expire_after_their_last_write(make_index):
+    clock = Clock()
+    index = await make_index(retention={"default": None, "short": 100.0}, clock=clock)
+    a = hashes(80)
+    await index.check_and_add(record("a", a, retention="short"))
+    await index.check_and_add(record("kept", hashes(81)))
+    clock.now += 60
+    lookup = await index.check_and_add(record("b", a))
+    await index.join(record("b", a), lookup.candidates[0], banded=False)  # a join renews the group
+    clock.now += 60
+    assert await index.expire() == 0
+    clock.now += 41
+    assert await index.expire() == 2
+    assert await index.count() == 1 and not await index.records("a")
+
+
+async def test_an_unknown_retention_class_is_refused(make_index):
+    index = await make_index()
+    with pytest.raises(ValueError, match="unknown retention class"):
+        await index.check_and_add(record("a", hashes(90), retention="nosuch"))
+
+
+async def test_a_crashed_crawls_pending_record_is_not_a_duplicate_of_its_own_page(make_index):
+    """Indexed, never scraped (the crawl was killed): the rerun keeps the page, and a confirmed
+    record stays a duplicate of its page (a recrawl)."""
+    crashed = await make_index(session=b"crsh")
+    a, b = hashes(100), hashes(101)
+    pending = await crashed.check_and_add(record("a", a))
+    confirmed = await crashed.check_and_add(record("b", b))
+    await crashed.confirm([confirmed.added])
+    rerun = await make_index(session=b"rrun")
+    again = await rerun.check_and_add(record("a", a))
+    assert again.added and again.added != pending.added
+    assert [r.rid for r in await rerun.records("a")] == [again.added]  # the stale record is replaced
+    recrawl = await rerun.check_and_add(record("b", b))
+    assert [c.rid for c in recrawl.candidates] == [confirmed.added]
+    other = await rerun.check_and_add(record("a-copy", a))  # another page: the rerun's record counts
+    assert [c.rid for c in other.candidates] == [again.added]
+
+
+async def test_a_pending_record_of_this_session_is_a_candidate(make_index):
+    index = await make_index()
+    a = hashes(110)
+    first = await index.check_and_add(record("same", a))
+    second = await index.check_and_add(record("same", a))
+    assert [c.rid for c in second.candidates] == [first.added]
+
+
+async def test_short_texts_match_exactly(make_index):
+    index = await make_index()
+    short = np.arange(5, dtype=np.uint32)
+    first = await index.check_and_add_exact(record("s1", short), b"\x01" * 16)
+    again = await index.check_and_add_exact(record("s2", short), b"\x01" * 16)
+    assert first.added and again.holder.rid == first.added
+    joined = await index.join(record("s2", short), again.holder, banded=False)
+    assert joined.group == first.added
+    other = await index.check_and_add_exact(record("s3", short), b"\x02" * 16)
+    assert other.added
+
+
+async def test_boilerplate_sets_round_trip(make_index):
+    index = await make_index()
+    assert await index.load_boilerplate("example.com") is None
+    await index.save_boilerplate("example.com", 7, b"\x00set")
+    assert await index.load_boilerplate("example.com") == (7, b"\x00set")
+
+
+async def test_an_index_refuses_another_layout(make_index):
+    await make_index()
+    with pytest.raises(ValueError, match="layout"):
+        await make_index(layout=Layout(bands=20, rows=6, min_estimate=0.72))
+
+
+async def test_a_read_only_open_creates_nothing(make_index):
+    with pytest.raises(IndexNotFound):
+        await make_index(create=False, fresh=True)
+
+
+async def test_planted_verification_data_beyond_the_bound_is_unreadable(make_index):
+    index = await make_index(max_hashes=500)
+    big = hashes(120, count=2000)
+    await index.check_and_add(record("big", big))
+    lookup = await index.check_and_add(record("copy", big))
+    [details] = await index.details(lookup.candidates)
+    assert details.id == "big" and details.hashes is None
+
+
+@pytest.mark.slow
+async def test_concurrent_processes_make_one_canonical_per_text(location, make_index):
+    await make_index()  # created once, before the race
+    url, prefix = location
+    values = [hashes(200 + i) for i in range(40)]
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    workers = [context.Process(target=race, args=(url, prefix, values, start, results)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    added = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join()
+    assert sorted(i for one in added for i in one) == list(range(40))

@@ -1,0 +1,137 @@
+"""Redis-only behaviour, on throwaway servers and a real Redis Cluster: schema, scripts, slots, failover."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pipeline_harness import feed, open_pipeline, simhash_stats
+from redis.cluster import RedisCluster
+from redis_servers import LocalCluster, TLSFiles
+from samples import LAYOUT, hashes, near, record
+from texts import article
+
+from scrapy_simhash.index import open_index
+
+pytestmark = pytest.mark.redis
+
+
+def cluster_url(cluster: LocalCluster) -> str:
+    scheme, _, rest = cluster.url.partition("://")
+    return f"{scheme}+cluster://{rest}"
+
+
+async def opened(url: str, prefix: str = "simhash:{s}", **options):
+    index = open_index(url, layout=LAYOUT, key_prefix=prefix, **options)
+    await index.open()
+    return index
+
+
+async def test_an_index_of_another_schema_is_refused(throwaway_redis):
+    admin = throwaway_redis.client()
+    admin.hset("simhash:{s}:meta", mapping={"schema": "2", "layout": "SampledLayout(tables=16, ...)"})
+    with pytest.raises(ValueError, match="key schema 2; this version of scrapy-simhash reads schema 3"):
+        await opened(throwaway_redis.url)
+    admin.close()
+
+
+async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
+    index = await opened(throwaway_redis.url)
+    assert (await index.check_and_add(record("a", hashes(1)))).added
+    admin = throwaway_redis.client()
+    admin.script_flush()
+    copy = await index.check_and_add(record("b", hashes(1)))
+    assert copy.candidates and copy.candidates[0].equal == LAYOUT.size
+    admin.close()
+    await index.close()
+
+
+async def test_every_key_is_under_the_prefix_or_its_page_data(throwaway_redis):
+    index = await opened(throwaway_redis.url, "simhash:{news}", retention={"default": None, "short": 60})
+    for i in range(5):
+        await index.check_and_add(record(f"r{i}", hashes(i), retention="short"))
+    await index.save_boilerplate("example.com", 1, b"set")
+    admin = throwaway_redis.client()
+    keys = [key for key in admin.scan_iter(count=1000)]
+    assert keys and all(k.startswith(b"simhash:{news}:") or k.startswith(b"simhash:news:d:") for k in keys)
+    admin.close()
+    await index.close()
+
+
+def test_a_cluster_index_needs_a_hash_tag(cluster):
+    with pytest.raises(ValueError, match="hash tag"):
+        open_index(cluster_url(cluster), layout=LAYOUT, key_prefix="simhash:no-tag")
+
+
+@pytest.mark.slow
+async def test_the_atomic_part_lives_in_one_slot_and_page_data_spreads(cluster):
+    """Buckets, slots and handles share the prefix's slot; page data, written once per record,
+    spreads over the primaries."""
+    index = await opened(cluster_url(cluster), "simhash:{spread}")
+    for i in range(60):
+        await index.check_and_add(record(f"p{i}", hashes(i)))
+    await index.close()
+    client = RedisCluster.from_url(cluster.url)
+    atomic = {client.keyslot(k) for k in client.scan_iter(match="simhash:[{]spread[}]*", target_nodes="primaries")}
+    data = [client.keyslot(k) for k in client.scan_iter(match="simhash:spread:d:*", target_nodes="primaries")]
+    owners = {client.nodes_manager.get_node_from_slot(slot).name for slot in data}
+    client.close()
+    assert len(atomic) == 1 and len(data) == 60 and len(owners) == 3
+
+
+@pytest.mark.slow
+async def test_a_primary_failover_during_ingestion_loses_nothing(cluster, tmp_path):
+    """Stop the primary that holds the spider's slot mid-stream; its replica takes over; every item
+    comes out, none unchecked, and every record indexed before the failover is still found after it."""
+    items = [{"url": f"https://site.example/{i}", "body_text": article(500 + i)} for i in range(40)]
+    copies = [{"url": item["url"] + "/copy", "body_text": item["body_text"]} for item in items]
+    pipeline = await open_pipeline(
+        {
+            "SIMHASH_INDEX_URL": cluster_url(cluster),
+            "SIMHASH_KEY_PREFIX": "simhash:{spider}",
+            "SIMHASH_INDEX_RETRIES": 10,
+            "SIMHASH_INDEX_RETRY_DELAY": 0.1,
+            "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
+        }
+    )
+    primary = cluster.primary_of("simhash:{harness}")
+    (replica,) = cluster.replicas_of(primary)
+    try:
+        assert [await feed(pipeline, item) for item in items[:20]] == [True] * 20
+        await asyncio.to_thread(primary.stop)  # graceful: the replica has every acknowledged write
+        assert [await feed(pipeline, item) for item in items[20:]] == [True] * 20
+        await asyncio.to_thread(cluster.wait_primary, replica)
+        assert [await feed(pipeline, copy) for copy in copies] == [False] * 40
+        stats = simhash_stats(pipeline)
+        assert stats["simhash/unchecked"] == 0 and stats["simhash/unique"] == stats["simhash/duplicates"] == 40
+    finally:
+        await pipeline.close_spider()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A cluster whose every connection is TLS, clients and replicas authenticated by a password."""
+    directory = tmp_path_factory.mktemp("tls-cluster")
+    cluster = LocalCluster(directory, tls=TLSFiles.create(directory), password="s3cret/:@")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.mark.slow
+async def test_an_index_on_a_tls_cluster_with_a_password(tls_cluster):
+    cert = tls_cluster.nodes[0].tls.cert
+    url = f"{cluster_url(tls_cluster)}?ssl_ca_certs={cert}"
+    assert url.startswith("rediss+cluster://:s3cret%2F%3A%40@127.0.0.1:")
+    index = await opened(url)
+    assert "s3cret" not in index.location
+    first = await index.check_and_add(record("tls", hashes(9)))
+    found = await index.check_and_add(record("near", near(hashes(9), 0.95, seed=1)))
+    assert first.added and [c.rid for c in found.candidates] == [first.added]
+    assert [e.id for e in await index.erase("tls")] == ["tls"] and await index.count() == 0
+    await index.close()
+    plain = open_index(cluster_url(tls_cluster).replace("rediss+", "redis+"), layout=LAYOUT, key_prefix="simhash:{s}")
+    with pytest.raises(Exception):  # plain TCP to a TLS-only port: no data is exchanged
+        await asyncio.wait_for(plain.open(), 10)
+    await plain.close()

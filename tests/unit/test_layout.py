@@ -1,0 +1,67 @@
+"""MinHash band layouts: sketches, band keys and the model calibration relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from samples import hashes, near
+
+from scrapy_simhash.layout import Layout
+
+LAYOUT = Layout(bands=16, rows=6, min_estimate=0.74)
+
+
+def test_a_sketch_depends_only_on_the_hash_set():
+    values = hashes(1)
+    assert LAYOUT.sketch(values) == LAYOUT.sketch(values.copy()) and len(LAYOUT.sketch(values)) == 96
+    assert LAYOUT.sketch(values) != LAYOUT.sketch(hashes(2))
+
+
+def test_short_sets_get_a_full_sketch_from_their_own_values():
+    few = np.array([5, 2**31, 2**32 - 1], dtype=np.uint32)
+    sketch = np.frombuffer(LAYOUT.sketch(few), np.uint8)
+    assert set(sketch.tolist()) <= {5 & 0xFF, (2**31) & 0xFF, (2**32 - 1) & 0xFF}
+
+
+def test_band_keys_cut_the_sketch_in_rows():
+    sketch = LAYOUT.sketch(hashes(3))
+    keys = LAYOUT.band_keys(sketch)
+    assert len(keys) == 16 and b"".join(keys) == sketch and {len(k) for k in keys} == {6}
+
+
+@pytest.mark.parametrize("jaccard", [0.5, 0.7, 0.8, 0.9])
+def test_equal_sketch_bytes_estimate_the_jaccard(jaccard):
+    base = hashes(4, count=3000)
+    estimates = []
+    for seed in range(40):
+        other = near(base, jaccard, seed)
+        estimates.append(LAYOUT.estimate(LAYOUT.equal(LAYOUT.sketch(base), LAYOUT.sketch(other))))
+    assert abs(np.mean(estimates) - jaccard) < 0.03
+
+
+@pytest.mark.parametrize("jaccard", [0.7, 0.8, 0.85])
+def test_the_candidate_model_matches_simulated_pairs(jaccard):
+    """What calibration chooses from: P(some band equal and enough equal bytes) at a Jaccard."""
+    base = hashes(5, count=3000)
+    found = 0
+    trials = 300
+    for seed in range(trials):
+        a, b = LAYOUT.sketch(base), LAYOUT.sketch(near(base, jaccard, seed))
+        band = any(x == y for x, y in zip(LAYOUT.band_keys(a), LAYOUT.band_keys(b)))
+        found += band and LAYOUT.equal(a, b) >= LAYOUT.min_equal
+    assert abs(found / trials - LAYOUT.candidate_probability(jaccard)) < 0.08
+
+
+def test_the_minimum_equal_bytes_is_the_estimate_bound_rounded_up():
+    assert LAYOUT.estimate(LAYOUT.min_equal) >= LAYOUT.min_estimate > LAYOUT.estimate(LAYOUT.min_equal - 1)
+
+
+def test_a_layout_is_data_and_back():
+    assert Layout.from_dict(LAYOUT.as_dict()) == LAYOUT
+    assert Layout.from_dict({"bands": 16, "rows": 6, "min_estimate": 0.74}) == LAYOUT
+
+
+@pytest.mark.parametrize("bands, rows, estimate", [(0, 6, 0.7), (16, 2, 0.7), (2, 6, 0.7), (16, 6, 1.5)])
+def test_impossible_layouts_are_refused(bands, rows, estimate):
+    with pytest.raises(ValueError):
+        Layout(bands, rows, estimate)
