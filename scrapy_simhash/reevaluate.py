@@ -1,9 +1,9 @@
 """Replay past merge decisions under a new rule, from the scores the merge log stored.
 
-Each merge-log line holds the Hamming distance and Jaccard of a candidate pair and the decision taken
-(``merged`` or ``rejected``). A new Jaccard threshold (and optionally a smaller maximum distance) is
-applied to those stored scores, without recomputing any fingerprint. Only pairs that surfaced as
-candidates were logged, so a larger maximum distance cannot reveal merges that were never considered.
+Each merge-log record holds the SimHash distance and Jaccard of a candidate pair and the decision taken
+(``merged`` or ``rejected``). A new Jaccard threshold (and optionally a maximum distance) is applied to
+those stored scores, without recomputing any fingerprint. Only candidates were logged, and not every
+rejected one, so a lower threshold cannot reveal merges that were never considered.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ class LoggedDecision:
     decision: str
     distance: int
     jaccard: float
-    max_distance: int | None
     entry: dict[str, Any]
 
     @classmethod
@@ -40,14 +39,11 @@ class LoggedDecision:
             distance, jaccard = int(entry["distance"]), float(entry["jaccard"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"distance and jaccard must be numbers: {exc}") from None
-        rule = entry.get("rule") if isinstance(entry.get("rule"), dict) else {}
-        max_distance = rule.get("max_distance")
-        return cls(decision, distance, jaccard, int(max_distance) if max_distance is not None else None, entry)
+        return cls(decision, distance, jaccard, entry)
 
     def replay(self, threshold: float, max_distance: int | None = None) -> str:
-        """The decision the rule (``threshold``, ``max_distance`` or the logged one) takes on these scores."""
-        limit = self.max_distance if max_distance is None else max_distance
-        within = limit is None or self.distance <= limit
+        """The decision ``threshold`` (and ``max_distance``, if given) takes on these scores."""
+        within = max_distance is None or self.distance <= max_distance
         return "merged" if within and self.jaccard >= threshold else "rejected"
 
 
@@ -58,8 +54,8 @@ class Flip:
     decision: LoggedDecision
 
 
-def parse_decisions(entries: Iterable[dict[str, Any]]) -> list[LoggedDecision]:
-    """The usable entries of a merge log; an unusable one is logged and skipped, never fatal."""
+def parse_decisions(entries: Iterable[dict[str, Any]]) -> tuple[list[LoggedDecision], int]:
+    """The usable entries of a merge log, and how many were not: each is logged and skipped, never fatal."""
     decisions, skipped = [], 0
     for number, entry in enumerate(entries, 1):
         try:
@@ -69,7 +65,7 @@ def parse_decisions(entries: Iterable[dict[str, Any]]) -> list[LoggedDecision]:
             logger.warning("merge-log entry %(number)d skipped: %(error)s", {"number": number, "error": exc})
     if skipped:
         logger.warning("%(skipped)d merge-log entries were skipped", {"skipped": skipped})
-    return decisions
+    return decisions, skipped
 
 
 def flips(decisions: Iterable[LoggedDecision], threshold: float, max_distance: int | None = None) -> list[Flip]:
@@ -82,20 +78,42 @@ def flips(decisions: Iterable[LoggedDecision], threshold: float, max_distance: i
     return out
 
 
-def format_flips(flipped: list[Flip], total: int) -> str:
-    """A table of the flipped decisions and a one-line summary."""
-    lines = [f"{'timestamp':<25} {'change':<19} {'dist':>4} {'jaccard':>7}  canonical <- duplicate"]
-    for flip in flipped:
-        entry = flip.decision.entry
-        lines.append(
-            f"{str(entry.get('timestamp', '')):<25} {flip.before + ' -> ' + flip.after:<19} "
-            f"{flip.decision.distance:>4} {flip.decision.jaccard:>7.4f}  "
-            f"{entry.get('canonical_url') or entry.get('canonical_id', '')} <- "
-            f"{entry.get('duplicate_url') or entry.get('duplicate_id', '')}"
+def format_flips(flipped: list[Flip], total: int, unreadable: int = 0, unusable: int = 0) -> str:
+    """A table of the flipped decisions and a summary, with the lines (``unreadable``) and records
+    (``unusable``) of the log that were skipped. Columns are as wide as their widest value."""
+    rows = [
+        (
+            str(flip.decision.entry.get("timestamp", "")),
+            f"{flip.before} -> {flip.after}",
+            str(flip.decision.distance),
+            f"{flip.decision.jaccard:.4f}",
+            f"{_page(flip.decision.entry, 'canonical')} <- {_page(flip.decision.entry, 'duplicate')}",
         )
+        for flip in flipped
+    ]
+    header = ("timestamp", "change", "dist", "jaccard", "canonical <- duplicate")
+    widths = [max(map(len, column)) for column in zip(header, *rows)]
+    lines = [
+        f"{time:<{widths[0]}} {change:<{widths[1]}} {dist:>{widths[2]}} {jaccard:>{widths[3]}}  {pair}"
+        for time, change, dist, jaccard, pair in (header, *rows)
+    ]
     unmerged = sum(f.before == "merged" for f in flipped)
     lines.append(
         f"{len(flipped)} of {total} decisions flip: {unmerged} merges would be undone, "
         f"{len(flipped) - unmerged} rejections would become merges"
     )
+    if unreadable or unusable:
+        lines.append(
+            f"{_count(unreadable, 'torn or invalid line')} and {_count(unusable, 'unusable record')} skipped"
+        )
     return "\n".join(lines)
+
+
+def _page(entry: dict[str, Any], side: str) -> str:
+    """A side of a logged pair by URL, else id; "(erased)" once erased."""
+    erased = "(erased)" if side in (entry.get("erased") or ()) else ""
+    return entry.get(f"{side}_url") or entry.get(f"{side}_id") or erased
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+import redis
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -25,15 +26,17 @@ class Command(ScrapyCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--threshold", type=float, required=True, help="the new Jaccard threshold")
-        parser.add_argument("--max-distance", type=int, help="a new (smaller) maximum Hamming distance")
+        parser.add_argument("--max-distance", type=int, help="a maximum SimHash distance (none by default)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
             raise UsageError("give one merge log: a JSON-lines file or a redis:// stream URI")
         if not 0.0 <= opts.threshold <= 1.0:
             raise UsageError(f"--threshold must be between 0 and 1, got {opts.threshold}", print_help=False)
+        reader = read_merge_log(args[0])
         try:
-            decisions = parse_decisions(read_merge_log(args[0]))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cannot read merge log {args[0]}: {exc}", print_help=False) from None
-        print(format_flips(flips(decisions, opts.threshold, opts.max_distance), len(decisions)))
+            decisions, unusable = parse_decisions(reader)
+        except (OSError, ValueError, redis.RedisError) as exc:
+            raise UsageError(f"cannot read merge log {reader.store.where}: {exc}", print_help=False) from None
+        flipped = flips(decisions, opts.threshold, opts.max_distance)
+        print(format_flips(flipped, len(decisions), reader.skipped, unusable))

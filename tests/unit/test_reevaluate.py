@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
 from scrapy_simhash.mergelog import Rule, merge_record
-from scrapy_simhash.reevaluate import LoggedDecision, flips, parse_decisions
+from scrapy_simhash.reevaluate import LoggedDecision, flips, format_flips, parse_decisions
 
-RULE = Rule(
-    max_distance=18, jaccard_threshold=0.82, weighting="frequency", shingle_width=4, boilerplate_version=0, layout="L"
-)
+RULE = Rule(jaccard_threshold=0.82, layout={"kind": "minhash", "bands": 16, "rows": 4}, shingle_width=4,
+            weighting="frequency", fingerprint_version=2, boilerplate_version=0)
 # (decision, distance, jaccard), as logged under the rule above
 LOGGED = [("merged", 5, 0.9), ("merged", 12, 0.83), ("rejected", 4, 0.80), ("rejected", 2, 0.5)]
 
@@ -24,12 +24,15 @@ def _entries() -> list[dict]:
             decision=decision,
             canonical_id=f"c{i}",
             canonical_url=f"https://example.com/c{i}",
+            matched_id=f"c{i}",
+            matched_url=f"https://example.com/c{i}",
+            matched_fingerprint=i,
             duplicate_id=f"d{i}",
             duplicate_url=f"https://example.com/d{i}",
-            canonical_fingerprint=i,
             duplicate_fingerprint=i + 1,
             distance=distance,
             jaccard=jaccard,
+            retention="default",
             rule=RULE,
         )
         for i, (decision, distance, jaccard) in enumerate(LOGGED)
@@ -39,7 +42,7 @@ def _entries() -> list[dict]:
 def _flipped(threshold: float, max_distance: int | None = None) -> list[tuple[str, str, str]]:
     return [
         (f.decision.entry["duplicate_id"], f.before, f.after)
-        for f in flips(parse_decisions(_entries()), threshold, max_distance)
+        for f in flips(parse_decisions(_entries())[0], threshold, max_distance)
     ]
 
 
@@ -62,15 +65,34 @@ def test_flips_by_hand(threshold: float, max_distance: int | None, expected: lis
     assert _flipped(threshold, max_distance) == expected
 
 
+def test_the_table_header_lines_up_with_its_rows() -> None:
+    """Issue 14.2: the header's columns stood 7 characters left of the rows' (timestamps are 32 wide)."""
+    entries = _entries()
+    entries[0]["timestamp"] = "2026-12-03T16:15:11+00:00"  # another writer's precision: a shorter value
+    entries[3] = {**entries[3], "canonical_id": None, "canonical_url": None, "erased": ["canonical"]}
+    decisions, _ = parse_decisions(entries)
+    header, *rows, summary = format_flips(flips(decisions, 0.40, 2), len(decisions)).splitlines()
+    assert len(rows) == 3 and summary.startswith("3 of 4 decisions flip")
+    for row in rows:
+        columns = re.fullmatch(r"\S+ +(\S+ -> \S+) +(\d+) +([\d.]+)  (.+)", row)
+        assert columns.start(1) == header.index("change")  # text columns start together
+        assert columns.end(2) == header.index("dist") + len("dist")  # number columns end together
+        assert columns.end(3) == header.index("jaccard") + len("jaccard")
+        assert columns.start(4) == header.index("canonical <- duplicate")
+    assert rows[2].endswith("(erased) <- https://example.com/d3")
+
+
 def test_unusable_entries_are_skipped_and_logged(caplog) -> None:
     entries = [*_entries(), {"decision": "merged"}, {"decision": "maybe", "distance": 1, "jaccard": 1.0}, "text"]
-    assert len(parse_decisions(entries)) == len(LOGGED)
+    decisions, unusable = parse_decisions(entries)
+    assert len(decisions) == len(LOGGED) and unusable == 3
     assert "3 merge-log entries were skipped" in caplog.text
 
 
-def test_an_entry_without_a_rule_keeps_every_distance() -> None:
+def test_without_a_max_distance_every_distance_is_kept() -> None:
     entry = {"decision": "rejected", "distance": 40, "jaccard": 0.9}
     assert LoggedDecision.from_entry(entry).replay(0.85) == "merged"
+    assert LoggedDecision.from_entry(entry).replay(0.85, max_distance=39) == "rejected"
 
 
 @pytest.mark.slow
@@ -88,3 +110,18 @@ def test_reevaluate_command_end_to_end(launcher: list[str], tmp_path) -> None:
     assert "https://example.com/c1 <- https://example.com/d1" in done.stdout
     assert "d0" not in done.stdout
     assert "1 of 4 decisions flip: 1 merges would be undone, 0 rejections would become merges" in done.stdout
+
+
+@pytest.mark.slow
+def test_reevaluate_skips_and_counts_torn_and_invalid_lines(tmp_path) -> None:
+    """A log cut short by a full disk, with a line no JSON reader takes: replayed, not refused."""
+    log = tmp_path / "merges.jsonl"
+    lines = [json.dumps(entry) for entry in _entries()]
+    log.write_text("\n".join([*lines, "{not json", '{"decision": "maybe"}', lines[0][:30]]))
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "reevaluate", str(log), "--threshold", "0.85"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 of 4 decisions flip" in done.stdout
+    assert "2 torn or invalid lines and 1 unusable record skipped" in done.stdout

@@ -1,0 +1,47 @@
+"""``scrapy simhash-erase ID|URL``: a page out of the index and every merge and review log."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from scrapy_simhash.erase import erase
+from scrapy_simhash.index import IndexNotFound
+from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash.settings import read
+
+
+class Command(ScrapyCommand):
+    requires_crawler_process = False
+    default_settings = {"LOG_LEVEL": "WARNING"}
+
+    def syntax(self) -> str:
+        return "[options] ID|URL"
+
+    def short_desc(self) -> str:
+        return "Erase a page (by id or URL) from the index and from every merge and review log"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--spider", default="default", help="spider whose index and logs to erase from")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            raise UsageError("give one id or URL")
+        assert self.settings is not None
+        try:
+            config = read(self.settings, opts.spider)
+            result = asyncio.run(erase(config, args[0]))
+        except (ValueError, IndexNotFound) as exc:
+            raise UsageError(str(exc), print_help=False) from None
+        print(f"index {mask_url(config.index_url)}: {len(result.records)} records erased")
+        for record in result.records:
+            note = f", {record.promoted} is its group's canonical now" if record.promoted else ""
+            print(f"  {record.id} ({'canonical' if record.canonical else 'member'}{note})")
+        for kind, rewrite in result.logs.items():
+            print(f"{kind} log {rewrite.where}: {rewrite.redacted} records redacted, {rewrite.removed} removed")
+        for step in result.persistence:
+            print(f"still to do: {step}")

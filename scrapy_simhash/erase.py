@@ -1,0 +1,76 @@
+"""Erasure: one page (by id or URL) out of the index and out of every log the crawl wrote.
+
+The index goes first, so no new record can name the page, then the merge and review logs are
+rewritten without it (docs/reliability.md "Erasure" says what stays and why).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.index import Erased, open_index
+from scrapy_simhash.mergelog import LogRewrite, erase_pages
+from scrapy_simhash.redis_url import is_cluster, mask_url, sync_client
+from scrapy_simhash.settings import SimhashSettings, stream_key
+
+__all__ = ["Erasure", "erase"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Erasure:
+    """What one erasure removed: the index's records, and each log's rewrite."""
+
+    records: list[Erased] = field(default_factory=list)
+    logs: dict[str, LogRewrite] = field(default_factory=dict)
+    persistence: list[str] = field(default_factory=list)  # what the caller still has to do on disk
+
+    @property
+    def pages(self) -> set[str]:
+        """Every id and URL the erased records had: what the logs must forget."""
+        return {value for record in self.records for value in (record.id, record.url) if value}
+
+
+async def erase(config: SimhashSettings, key: str) -> Erasure:
+    """Erase the records whose id or URL is ``key`` from the index, then every page they named
+    (``key`` included) from the merge and review logs."""
+    layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+    index = open_index(
+        config.index_url, layout=layout, retention=config.retention, key_prefix=config.key_prefix,
+        max_hashes=config.max_chars, create=False,
+    )
+    result = Erasure()
+    try:
+        await index.open()
+        result.records = await index.erase(key)
+    finally:
+        await index.close()
+    pages = result.pages | {key}
+    for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
+        if uri:
+            result.logs[kind] = await erase_pages(uri, pages, stream_key(config, kind))
+    for uri in {config.index_url, config.merge_log or "", config.review_log or ""}:
+        if uri.partition("://")[0] in ("redis", "rediss", "unix") or is_cluster(uri):
+            result.persistence += _rewrite_append_only_file(uri)
+    return result
+
+
+def _rewrite_append_only_file(url: str) -> list[str]:
+    """Ask a Redis that appends to a file to rewrite it, so the erased bytes leave the disk too."""
+    client = sync_client(url.partition("?")[0] if "stream=" in url else url)
+    try:
+        nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
+        left = []
+        for node in nodes:
+            target = {"target_nodes": node} if node is not None else {}
+            try:
+                if client.config_get("appendonly", **target).get("appendonly") == "yes":
+                    client.bgrewriteaof(**target)
+            except Exception as exc:  # an ACL without CONFIG: say what to do instead
+                left.append(f"run BGREWRITEAOF on {mask_url(url)} ({type(exc).__name__}: {exc})")
+        return left
+    finally:
+        client.close()

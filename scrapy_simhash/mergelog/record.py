@@ -1,0 +1,252 @@
+"""Merge-log records: the one schema every reader and writer uses, built, redacted and aged here.
+
+Pure functions on plain dicts, no I/O, so the file and stream backends share one meaning of each.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = [
+    "DECISIONS",
+    "FIELDS",
+    "REMOVE",
+    "SIDES",
+    "TEXT_FIELD",
+    "Edit",
+    "Erasure",
+    "Expiry",
+    "Removed",
+    "Rule",
+    "expired",
+    "fingerprint_hex",
+    "merge_record",
+    "redact",
+    "review_record",
+    "written_at",
+]
+
+DECISIONS = ("merged", "rejected")
+# The fields of a record, in the order they are written (docs: DESIGN.md "Merge-log record").
+FIELDS = (
+    "timestamp",
+    "decision",
+    "canonical_id",
+    "canonical_url",
+    "matched_id",
+    "matched_url",
+    "matched_fingerprint",
+    "duplicate_id",
+    "duplicate_url",
+    "duplicate_fingerprint",
+    "distance",
+    "jaccard",
+    "retention",
+    "rule",
+)
+# The fields that name each page of a record: an erased page's become null.
+SIDES: dict[str, tuple[str, ...]] = {
+    "canonical": ("canonical_id", "canonical_url"),
+    "matched": ("matched_id", "matched_url", "matched_fingerprint"),
+    "duplicate": ("duplicate_id", "duplicate_url", "duplicate_fingerprint"),
+}
+# The review log's extra field: the duplicate's compared text, removed with the duplicate's side.
+TEXT_FIELD = "duplicate_text"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The parameters that decided: recorded with each decision so that it can be re-checked.
+
+    ``layout`` is the index layout as JSON data (a mapping of plain values), never a ``repr``.
+    """
+
+    jaccard_threshold: float
+    layout: Mapping[str, Any]
+    shingle_width: int
+    weighting: str
+    fingerprint_version: int
+    boilerplate_version: int
+    _json: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layout, Mapping):
+            raise TypeError(f"the rule's layout must be a mapping of JSON data, got {type(self.layout).__name__}")
+        data = {item.name: getattr(self, item.name) for item in fields(self) if item.init}
+        try:
+            encoded = json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"the rule and its layout must be JSON data: {exc}") from None
+        object.__setattr__(self, "_json", encoded)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The rule as a record holds it: fresh plain data on each call, shared with nothing."""
+        return json.loads(self._json)
+
+
+def fingerprint_hex(fingerprint: int) -> str:
+    """16 lower-case hex digits: JSON numbers lose 64-bit precision in most readers."""
+    return f"{fingerprint:016x}"
+
+
+def merge_record(
+    *,
+    decision: str,
+    canonical_id: str,
+    canonical_url: str,
+    matched_id: str,
+    matched_url: str,
+    matched_fingerprint: int,
+    duplicate_id: str,
+    duplicate_url: str,
+    duplicate_fingerprint: int,
+    distance: int,
+    jaccard: float,
+    retention: str,
+    rule: Rule,
+    at: float | None = None,
+) -> dict[str, Any]:
+    """One record in the schema of :data:`FIELDS`; ``at`` (Unix time, default now) is when it was decided."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return {
+        "timestamp": when.isoformat(),
+        "decision": decision,
+        "canonical_id": canonical_id,
+        "canonical_url": canonical_url,
+        "matched_id": matched_id,
+        "matched_url": matched_url,
+        "matched_fingerprint": fingerprint_hex(matched_fingerprint),
+        "duplicate_id": duplicate_id,
+        "duplicate_url": duplicate_url,
+        "duplicate_fingerprint": fingerprint_hex(duplicate_fingerprint),
+        "distance": int(distance),
+        "jaccard": float(jaccard),
+        "retention": retention,
+        "rule": rule.as_dict(),
+    }
+
+
+def review_record(record: dict[str, Any], text: str) -> dict[str, Any]:
+    """A review-log record: the merge-log record and the duplicate's compared text (boilerplate removed)."""
+    return {**record, TEXT_FIELD: text}
+
+
+def redact(record: dict[str, Any], pages: Collection[str]) -> dict[str, Any] | None:
+    """``record`` with every side naming one of ``pages`` (by id or URL) erased; None when none does.
+
+    An erased side keeps its keys with null values and is listed in ``"erased"``; the duplicate's
+    text goes with the duplicate's side. The record itself stays, so the other pages' audit does.
+    """
+    erased = [
+        side
+        for side, (id_field, url_field, *_) in SIDES.items()
+        if record.get(id_field) in pages or record.get(url_field) in pages
+    ]
+    if not erased:
+        return None
+    redacted = dict(record)
+    for side in erased:
+        for name in SIDES[side]:
+            redacted[name] = None
+    if "duplicate" in erased:
+        redacted.pop(TEXT_FIELD, None)
+    before = record.get("erased") or []
+    redacted["erased"] = [side for side in SIDES if side in erased or side in before]
+    return redacted
+
+
+def written_at(record: dict[str, Any]) -> float:
+    """The Unix time of a record's decision; ValueError when its timestamp is missing or unreadable."""
+    stamp = record.get("timestamp")
+    if not isinstance(stamp, str):
+        raise ValueError(f"timestamp must be an ISO 8601 string, got {stamp!r}")
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def expired(record: dict[str, Any], classes: Mapping[str, float | None], now: float) -> bool:
+    """Whether ``record`` is older than its retention class's TTL (None: kept for good).
+
+    ValueError for a record whose class or time is unknown: it is kept and counted by the caller.
+    """
+    retention = record.get("retention")
+    if not isinstance(retention, str) or retention not in classes:
+        raise ValueError(f"retention class {retention!r} is not one of {sorted(classes)}")
+    ttl = classes[retention]
+    return ttl is not None and written_at(record) < now - ttl
+
+
+class Removed:
+    """The type of :data:`REMOVE`."""
+
+
+REMOVE = Removed()
+
+
+class Edit(ABC):
+    """What a rewrite of a log does to each record: keep it, replace it or remove it."""
+
+    @abstractmethod
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any] | Removed | None:
+        """None: keep the record as it is; a dict: its replacement; :data:`REMOVE`: remove it.
+
+        ValueError or TypeError: the record cannot be judged; it is treated as an unreadable line.
+        """
+
+    def keeps_unreadable(self, raw: bytes) -> bool:
+        """Whether a line or entry that cannot be read as a record stays (it cannot be judged)."""
+        return True
+
+    def done(self, record: dict[str, Any]) -> bool:
+        """True when this record and every later one stay as they are (a log is in time order)."""
+        return False
+
+
+class Erasure(Edit):
+    """Redact every side naming one of ``pages`` (ids or URLs); an unreadable line naming one goes."""
+
+    def __init__(self, pages: Collection[str]) -> None:
+        if isinstance(pages, (str, bytes)):
+            raise TypeError("give the pages to erase as a collection of ids or URLs, not one string")
+        self.pages = frozenset(pages)
+        if not self.pages or not all(isinstance(page, str) and page for page in self.pages):
+            raise ValueError("give the ids or URLs to erase, as non-empty strings")
+        # Each page as raw UTF-8 and as JSON writes it inside a string (escaped, or ASCII only).
+        self._needles = {
+            form.encode()
+            for page in self.pages
+            for form in (page, json.dumps(page)[1:-1], json.dumps(page, ensure_ascii=False)[1:-1])
+        }
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        return redact(record, self.pages)
+
+    def keeps_unreadable(self, raw: bytes) -> bool:
+        return not any(needle in raw for needle in self._needles)
+
+
+class Expiry(Edit):
+    """Remove the records older than their retention class's TTL at ``now``; ValueError (the record is
+    kept and counted) for an unknown class or time."""
+
+    def __init__(self, classes: Mapping[str, float | None], now: float) -> None:
+        self.classes = dict(classes)
+        self.now = now
+        ttls = [ttl for ttl in self.classes.values() if ttl is not None]
+        # No record written at or after this time can have expired.
+        self.horizon = now - min(ttls) if ttls else float("-inf")
+
+    def __call__(self, record: dict[str, Any]) -> Removed | None:
+        return REMOVE if expired(record, self.classes, self.now) else None
+
+    def done(self, record: dict[str, Any]) -> bool:
+        try:
+            return written_at(record) >= self.horizon
+        except ValueError:
+            return False
