@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--fresh", action="store_true",
                         help="forget earlier runs: delete output/ first (a Redis index or merge-log stream is kept)")
-    parser.add_argument("--corpus", type=Path, help="corpus for build_site.py (default ../shared/...)")
+    parser.add_argument("--corpus", type=Path, help="corpus for build_site.py (default: the shipped data/)")
     args = parser.parse_args(argv)
 
     os.chdir(HERE)  # scrapy.cfg: the project settings

@@ -129,6 +129,6 @@ def host_of(url: str) -> str:
         return ""
 
 
-def exact_digest(text: str) -> str:
+def exact_digest(text: str) -> bytes:
     """Digest of the normalised token sequence: the key of the exact index for short texts."""
-    return hashlib.blake2b(" ".join(tokens(text)).encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(" ".join(tokens(text)).encode("utf-8"), digest_size=16).digest()

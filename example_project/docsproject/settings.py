@@ -9,8 +9,8 @@ BOT_NAME = "docsproject"
 SPIDER_MODULES = ["docsproject.spiders"]
 NEWSPIDER_MODULE = "docsproject.spiders"
 
-ITEM_PIPELINES = {"scrapy_simhash.pipelines.SimhashPipeline": 300}
-EXTENSIONS = {"scrapy_simhash.extensions.BoilerplateLearner": 500}
+# The pipeline, late in ITEM_PIPELINES, with its boilerplate learner (docs/boilerplate.md).
+ADDONS = {"scrapy_simhash.Addon": 0}
 
 # The pages are local files (file://): their "site" field names the syndicating site, which is
 # what the boilerplate learner keys its sets on when URLs carry no host.
@@ -21,8 +21,8 @@ SIMHASH_INDEX_URL = f"sqlite:///{OUTPUT}/{{spider}}.sqlite3"
 SIMHASH_MERGE_LOG = f"{OUTPUT}/{{spider}}-merges.jsonl"
 SIMHASH_REVIEW_LOG = f"{OUTPUT}/{{spider}}-review.jsonl"
 
-# Every near-duplicate would otherwise be logged as a WARNING with the whole item.
-DEFAULT_DROPITEM_LOG_LEVEL = "DEBUG"
+# A dropped copy is logged at INFO with the whole item by default: quieter here.
+SIMHASH_DROP_LOG_LEVEL = "DEBUG"
 LOG_LEVEL = "INFO"
 ROBOTSTXT_OBEY = False
 TELNETCONSOLE_ENABLED = False

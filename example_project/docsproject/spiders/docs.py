@@ -15,7 +15,7 @@ SITE_ROOT = Path(__file__).resolve().parents[2] / "site"
 
 
 class DocsSpider(scrapy.Spider):
-    """Follows every site's release indexes and yields one item per page.
+    """Follows every site's index page and yields one item per page.
 
     The item's ``body`` is the page's whole ``<body>`` as HTML, navigation, sidebar and footer
     included, as a careless extractor would take it: the pipeline converts it to text and the
@@ -35,9 +35,8 @@ class DocsSpider(scrapy.Spider):
             yield scrapy.Request((site / "index.html").as_uri(), callback=self.parse_index)
 
     def parse_index(self, response: Response) -> Iterator[scrapy.Request]:
-        """A site's front page links its release indexes (``rel="index"``), which link the pages."""
-        yield from response.follow_all(css="a[rel=index]", callback=self.parse_index)
-        yield from response.follow_all(css="a:not([rel=index])", callback=self.parse_page)
+        """A site's front page links all its pages."""
+        yield from response.follow_all(css="a", callback=self.parse_page)
 
     def parse_page(self, response: Response) -> Iterator[dict[str, str]]:
         yield {

@@ -1,0 +1,278 @@
+"""The boilerplate learner: what counts as furniture, the warm-up that holds a host's first pages, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from pipeline_harness import feed, open_pipeline, simhash_stats
+from scrapy_simhash.boilerplate import BlobError, Furniture, decode, encode, learn, page_lines
+from scrapy_simhash.fingerprint import shingle_hash, verification_hashes
+from scrapy_simhash.mergelog import read_merge_log
+
+
+def words(stem: str, count: int) -> str:
+    return " ".join(f"{stem}{i}" for i in range(count))
+
+
+def article(n: int, paragraphs: int = 4) -> list[str]:
+    """An article's paragraphs: long lines (prose) of words of its own."""
+    return [words(f"a{n}p{p}w", 30) for p in range(paragraphs)]
+
+
+def site_page(n: int, body: list[str], *, brand: str = "Example News", share: bool = True, pages: int = 3) -> str:
+    """A page as html-text gives it: the site's template, a byline, related links naming other pages."""
+    lines = [brand, "Home", "News", "About us", "This site uses cookies to analyse traffic; accept or refuse them.",
+             f"Title of story {n}", f"By Ann Author · {n + 3} May 2024 · {n % 9 + 2} min read"]
+    lines += ["Share this story on social media"] if share else []
+    lines += body
+    lines += ["Related stories"] + [f"Title of story {m}" for m in range(pages) if m != n][:3]
+    lines += [f"{brand} is an independent publication. Contact the newsroom, read our privacy policy."]
+    return "\n\n".join(lines)
+
+
+def stripped_lines(furniture: Furniture, text: str) -> list[str]:
+    return [line for line in furniture.strip(page_lines(text)).split("\n") if line.strip()]
+
+
+# --- what counts as furniture ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("share", [True, False], ids=["with a share bar", "byline next to the article"])
+def test_a_three_page_host_loses_its_furniture_and_keeps_its_articles(share: bool) -> None:
+    texts = [site_page(n, article(n), share=share) for n in range(3)]
+    furniture = learn([page_lines(t) for t in texts])
+    for n, text in enumerate(texts):
+        assert stripped_lines(furniture, text) == article(n)
+    later = site_page(7, article(7), share=share, pages=8)  # a page the sample did not have
+    assert stripped_lines(furniture, later) == article(7)
+
+
+def test_copies_of_one_document_in_the_sample_count_once() -> None:
+    """One page under two URLs and another page: the first page's text is not furniture for being on two pages."""
+    texts = [site_page(0, article(0)), site_page(0, article(0)), site_page(1, article(1))]
+    furniture = learn([page_lines(t) for t in texts])
+    assert furniture.documents == 2
+    assert stripped_lines(furniture, texts[0]) == article(0)
+
+
+def test_three_urls_of_one_page_teach_nothing() -> None:
+    text = site_page(0, article(0))
+    furniture = learn([page_lines(text)] * 3)
+    assert furniture.documents == 1 and furniture.version == 0
+    assert furniture.strip(page_lines(text)) == text
+
+
+def test_a_sentence_two_articles_share_and_a_menu_word_in_an_article_are_content() -> None:
+    quote = words("quote", 25)
+    bodies = [article(0)[:2] + [quote] + article(0)[2:], article(1)[:1] + [quote] + article(1)[1:], article(2)]
+    furniture = learn([page_lines(site_page(n, body)) for n, body in enumerate(bodies)])
+    assert stripped_lines(furniture, site_page(0, bodies[0])) == bodies[0]
+    listed = article(3)[:2] + ["News", "weather", "sport"] + article(3)[2:]
+    assert stripped_lines(furniture, site_page(3, listed, pages=5)) == listed
+
+
+def test_an_article_of_short_lines_is_kept() -> None:
+    """No long line on the page: nothing tells the article from a list of links, so only template lines go."""
+    furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
+    short = [words(f"item{i}w", 5) for i in range(12)]
+    kept = stripped_lines(furniture, site_page(5, short, pages=6))
+    assert kept[kept.index(short[0]) :][: len(short)] == short and "Related stories" not in kept
+
+
+def test_a_host_with_one_page_has_no_furniture() -> None:
+    furniture = learn([page_lines(site_page(0, article(0)))])
+    assert furniture.version == 0 and furniture.pages == 1
+    assert furniture.strip(page_lines(site_page(0, article(0)))) == site_page(0, article(0))
+
+
+def test_furniture_round_trips_through_its_blob_and_its_version_names_it() -> None:
+    furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
+    blob = encode(furniture)
+    again = decode(blob + bytes(5))  # the index may pad a blob to whole words
+    assert again.version == furniture.version > 0
+    assert np.array_equal(again.lines, furniture.lines) and again.slots == furniture.slots
+    assert np.array_equal(again.verification, furniture.verification) and again.examples == furniture.examples
+    assert "Related stories" in furniture.examples
+    other = learn([page_lines(site_page(n, article(n), brand="Other News")) for n in range(3)])
+    assert other.version != furniture.version
+    for bad in (b"", b"not a blob", blob[:3] + bytes([9]) + blob[4:], blob[:-3], blob + b"x"):
+        with pytest.raises(BlobError):
+            decode(bad)
+
+
+def test_verification_hashes_are_those_of_the_furniture_lines() -> None:
+    furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
+    footer = "Example News is an independent publication. Contact the newsroom, read our privacy policy."
+    assert np.uint32(shingle_hash("newsroom read our privacy") & 0xFFFFFFFF) in furniture.verification
+    assert furniture.verification.dtype == np.uint32 and (np.diff(furniture.verification.astype(np.int64)) > 0).all()
+    assert not np.isin(verification_hashes(np.array([shingle_hash(" ".join(article(0)[0].split()[:4]))],
+                                                    dtype=np.uint64)), furniture.verification).any()
+    assert footer in furniture.examples
+
+
+# --- the learner in the pipeline -------------------------------------------------------------------
+
+
+def item(host: str, n: int, body: list[str] | None = None, **page) -> dict:
+    return {"url": f"https://{host}/story/{n}", "body_text": site_page(n, article(n) if body is None else body, **page)}
+
+
+@pytest.fixture
+def settings(tmp_path) -> dict:
+    return {
+        "SIMHASH_BOILERPLATE": True,
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db",
+        "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
+        "SIMHASH_BOILERPLATE_SAMPLE_PAGES": 3,
+    }
+
+
+async def until(condition) -> None:
+    """Let the event loop run until ``condition()`` holds (no timing: the loop turns until it does)."""
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def test_a_hosts_first_pages_wait_for_its_furniture_then_copies_elsewhere_are_found(settings) -> None:
+    pipeline = await open_pipeline(settings)
+    try:
+        held = [asyncio.ensure_future(feed(pipeline, item("a.example", n))) for n in range(2)]
+        await until(lambda: pipeline.learner.held == 2)
+        assert not any(task.done() for task in held)
+        assert await feed(pipeline, item("a.example", 2))
+        assert all(await asyncio.gather(*held)) and pipeline.learner.held == 0
+        assert await feed(pipeline, item("a.example", 3))  # no wait once the host has its furniture
+        # Another site, another template, one of a.example's stories among its pages: dropped.
+        other = [asyncio.ensure_future(feed(pipeline, item("b.example", n, brand="Other Daily", share=False)))
+                 for n in (1, 5, 6)]
+        assert await asyncio.gather(*other) == [False, True, True]
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/hosts_learned"] == 2 and stats["simhash/boilerplate/held_max"] == 3
+    (merged,) = read_merge_log(settings["SIMHASH_MERGE_LOG"])
+    assert merged["duplicate_url"] == "https://b.example/story/1" and merged["jaccard"] == 1.0
+    assert merged["canonical_url"] == "https://a.example/story/1" and merged["rule"]["boilerplate_version"] > 0
+
+
+async def test_a_lone_page_waits_no_longer_than_the_warmup_timeout(settings) -> None:
+    pipeline = await open_pipeline({**settings, "SIMHASH_BOILERPLATE_WARMUP_TIMEOUT": 0.2})
+    try:
+        assert await asyncio.wait_for(feed(pipeline, item("lonely.example", 0)), timeout=30)
+        assert pipeline.learner.held == 0
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/hosts_without"] == 1 and stats["simhash/boilerplate/held_seconds_max"] >= 0.2
+
+
+async def test_past_max_held_the_oldest_warmup_ends(settings) -> None:
+    pipeline = await open_pipeline({**settings, "SIMHASH_BOILERPLATE_SAMPLE_PAGES": 10,
+                                    "SIMHASH_BOILERPLATE_MAX_HELD": 3})
+    try:
+        first = [asyncio.ensure_future(feed(pipeline, item("big.example", n))) for n in range(3)]
+        await until(lambda: pipeline.learner.held == 3)
+        other = asyncio.ensure_future(feed(pipeline, item("small.example", 0)))
+        assert all(await asyncio.wait_for(asyncio.gather(*first), timeout=30))
+        assert pipeline.learner.held == 1 and not other.done()
+        pipeline.learner.flush("test over")
+        assert await other
+    finally:
+        await pipeline.close_spider()
+    assert simhash_stats(pipeline)["simhash/boilerplate/held_max"] == 4
+
+
+async def test_learned_furniture_is_stored_and_the_next_crawl_uses_it_at_once(settings) -> None:
+    first = await open_pipeline(settings)
+    try:
+        await asyncio.gather(*(feed(first, item("a.example", n)) for n in range(3)))
+        learned = await first.learner.furniture("a.example")
+    finally:
+        await first.close_spider()
+    second = await open_pipeline(settings)
+    try:
+        assert not await asyncio.wait_for(feed(second, item("a.example", 0)), timeout=30)  # no warm-up: a copy
+        assert np.array_equal(await second.learner.furniture("a.example"), learned) and len(learned)
+    finally:
+        await second.close_spider()
+    stats = simhash_stats(second)
+    assert stats["simhash/boilerplate/hosts_loaded"] == 1 and "simhash/boilerplate/hosts_learned" not in stats
+    versions = {r["rule"]["boilerplate_version"] for r in read_merge_log(settings["SIMHASH_MERGE_LOG"])}
+    assert len(versions) == 1 and versions != {0}
+
+
+async def test_a_warmup_that_ended_short_is_learned_again_once_and_earlier_pages_keep_their_version(settings) -> None:
+    """The first page goes unstripped (version 0); three later pages make the furniture (a new version),
+    which every later page gets; the first page's copy still finds it, and its merge record names the
+    version it was stripped with."""
+    pipeline = await open_pipeline(settings)
+    try:
+        early = asyncio.ensure_future(feed(pipeline, item("a.example", 0, body=article(0, paragraphs=12))))
+        await until(lambda: pipeline.learner.held == 1)
+        pipeline.learner.flush("test: the host went quiet")
+        assert await early
+        for n in (1, 2, 3):
+            assert await feed(pipeline, item("a.example", n))
+        copy = {"url": "https://a.example/amp/story/0", "body_text": site_page(0, article(0, paragraphs=12))}
+        assert not await feed(pipeline, copy)
+        assert await feed(pipeline, item("a.example", 4))
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/hosts_without"] == 1 and stats["simhash/boilerplate/hosts_relearned"] == 1
+    (merged,) = read_merge_log(settings["SIMHASH_MERGE_LOG"])
+    assert merged["canonical_url"] == "https://a.example/story/0" and merged["rule"]["boilerplate_version"] > 0
+    assert 0.82 <= merged["jaccard"] < 1.0  # the early page's record still has its furniture
+
+
+class BrokenStore:
+    """A store whose every call fails, as an unreachable index does once its retries are spent."""
+
+    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+        raise ConnectionError("index down")
+
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
+        raise ConnectionError("index down")
+
+
+async def test_a_store_that_fails_costs_the_furniture_its_persistence_not_the_items(settings, caplog) -> None:
+    pipeline = await open_pipeline(settings)
+    await pipeline.learner.open(BrokenStore())
+    try:
+        with caplog.at_level(logging.WARNING, logger="scrapy_simhash.boilerplate"):
+            kept = await asyncio.gather(*(feed(pipeline, item("a.example", n)) for n in range(3)))
+    finally:
+        await pipeline.close_spider()
+    assert all(kept) and simhash_stats(pipeline)["simhash/boilerplate/hosts_learned"] == 1
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("Could not load the furniture of 'a.example'" in m for m in messages)
+    assert any("Could not save the furniture of 'a.example'" in m for m in messages)
+
+
+async def test_an_unreadable_stored_set_is_learned_again(settings, caplog) -> None:
+    pipeline = await open_pipeline(settings)
+    try:
+        await pipeline.learner.store.save_boilerplate("a.example", 7, b"SBP\x09 from a future version")
+        with caplog.at_level(logging.WARNING, logger="scrapy_simhash.boilerplate"):
+            await asyncio.gather(*(feed(pipeline, item("a.example", n)) for n in range(3)))
+    finally:
+        await pipeline.close_spider()
+    assert simhash_stats(pipeline)["simhash/boilerplate/hosts_learned"] == 1
+    assert any("format 9" in record.getMessage() for record in caplog.records)
+
+
+def test_the_settings_are_checked() -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_simhash.settings import read
+
+    with pytest.raises(ValueError, match="SIMHASH_BOILERPLATE_SAMPLE_PAGES"):
+        read(Settings({"SIMHASH_BOILERPLATE_SAMPLE_PAGES": 1}), "s")
+    config = read(Settings({"SIMHASH_BOILERPLATE": "True"}), "s")
+    assert config.boilerplate and config.boilerplate_sample_pages == 3
+    assert json.dumps(config.boilerplate_warmup_timeout) == "10.0"
