@@ -1,0 +1,218 @@
+"""The review page's parts (texts found, word diff, histogram, escaping) and ``simhash-review`` end to end.
+
+In a real browser: tests/test_review_browser.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+from scrapy.settings import Settings
+
+from review_fixtures import (
+    A,
+    B,
+    C,
+    HOSTILE_TEXT,
+    HOSTILE_URLS,
+    LONG,
+    THRESHOLD,
+    corpus_review,
+    hostile_page,
+    review_record,
+    write_jsonl,
+)
+from scrapy_simhash.review import (
+    TextFinder,
+    histogram_svg,
+    item_texts,
+    pairs_of,
+    read_feed,
+    render,
+    review_records,
+    review_texts,
+    safe_link,
+    word_diff,
+)
+from scrapy_simhash.settings import read
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text of each script element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = True
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+def parse(html: str) -> Elements:
+    elements = Elements()
+    elements.feed(html)
+    return elements
+
+
+def test_word_diff_marks_the_words_each_side_alone_has() -> None:
+    diff = word_diff("the quick brown fox\nsat", "the quick red fox\nsat down")
+    assert diff.left == "the quick <del>brown</del> fox\nsat"
+    assert diff.right == "the quick <ins>red</ins> fox\nsat <ins>down</ins>"
+    assert (diff.removed, diff.added) == (1, 2)
+
+
+def test_word_diff_escapes_and_cuts_long_texts_for_display_only() -> None:
+    diff = word_diff("a <b> & c", "a <i> & c", max_words=3)
+    assert diff.left.startswith("a <del>&lt;b&gt;</del> &amp;\n") and "4 words in all" in diff.left
+    assert diff.right.startswith("a <ins>&lt;i&gt;</ins> &amp;\n")
+
+
+def test_matched_text_comes_from_another_review_record_before_the_items(tmp_path) -> None:
+    first = review_record(A, B, LONG, LONG + " tail")  # B's text as the pipeline compared it
+    second = review_record(B, C, LONG + " tail", LONG + " other")
+    third = review_record(A, C, LONG, LONG + " other")
+    records, skipped = review_records([first, second, third, {"decision": "maybe"}])
+    assert skipped == 1
+    finder = TextFinder()
+    review_texts(finder, records, "review log")
+    feed = write_jsonl(tmp_path / "items.jsonl", [{"url": B["url"], "body_text": "B from the feed"},
+                                                  {"url": A["url"], "title": "T", "body_text": "<p>A body</p>"}])
+    config = read(Settings(), "review")
+    assert item_texts(finder, read_feed(feed), config, "items") == 0
+    pairs = pairs_of(records, finder)
+    assert pairs[0].matched.text == "T\n\nA body" and pairs[0].matched.source == "items"  # HTML made text
+    assert pairs[1].matched.text == LONG + " tail" and pairs[1].matched.source == "review log"
+    assert all(pair.labellable for pair in pairs)
+
+
+def test_items_are_matched_by_url_when_ids_are_not_urls(tmp_path) -> None:
+    record = review_record({"id": "sku-1", "url": "https://a.example/p"}, B, "x", LONG)
+    feed = tmp_path / "items.json"  # a JSON (array) feed export
+    feed.write_text(json.dumps([{"url": "https://a.example/p", "body_text": "found by URL"}]))
+    finder = TextFinder()
+    item_texts(finder, read_feed(feed), read(Settings({"SIMHASH_ID_FIELD": "sku"}), "review"), "items")
+    [pair] = pairs_of([record], finder)
+    assert pair.matched.text == "found by URL"
+
+
+def test_missing_and_erased_texts_are_said_so() -> None:
+    missing = review_record(A, B, LONG, LONG)
+    erased = review_record(A, B, LONG, LONG, matched_id=None, matched_url=None, erased=["matched"])
+    no_text = review_record(A, B, LONG, LONG, duplicate_text=None)
+    pairs = pairs_of([missing, erased, no_text], TextFinder())
+    assert pairs[0].matched.text is None and "--items" in pairs[0].matched.source
+    assert pairs[1].matched.erased and pairs[1].matched.source.startswith("erased")
+    assert pairs[2].duplicate.text is None and "no duplicate_text" in pairs[2].duplicate.source
+    html = render(pairs, [], "the review log", ["review.jsonl"])
+    assert html.count("Not labellable: both texts are needed.") == 3
+    assert "give the crawl&#x27;s items with --items" in html and "erased: the page was removed" in html
+
+
+def test_histogram_counts_each_decision_once_and_marks_the_threshold() -> None:
+    decisions = [(0.79, "rejected"), (0.815, "rejected"), (0.82, "merged"), (0.825, "merged"), (1.0, "merged")]
+    svg = histogram_svg(decisions, [THRESHOLD])
+    titles = re.findall(r"<title>Jaccard ([\d.]+) to ([\d.]+): (\d+) merged, (\d+) rejected</title>", svg)
+    bins = {(float(low), float(high)): (int(m), int(r)) for low, high, m, r in titles}
+    assert bins == {(0.79, 0.8): (0, 1), (0.81, 0.82): (0, 1), (0.82, 0.83): (2, 0), (1.0, 1.0): (1, 0)}
+    [line] = re.findall(r'<line class="threshold" x1="([\d.]+)"', svg)
+    [edge] = re.findall(r'<rect class="merged" x="([\d.]+)"[^>]*><title>Jaccard 0.82 to', svg)
+    assert float(line) == pytest.approx(float(edge) - 0.5, abs=0.01)  # at the left edge of the 0.82 bar
+
+
+def test_safe_link_links_only_web_and_file_urls() -> None:
+    assert safe_link("https://a.example/?q=1&r=2") == (
+        '<a href="https://a.example/?q=1&amp;r=2" target="_blank" rel="noopener noreferrer">'
+        "https://a.example/?q=1&amp;r=2</a>"
+    )
+    for url in ("javascript:alert(1)", " javascript:alert(1)", "JaVaScRiPt:alert(1)", "java\tscript:alert(1)",
+                "data:text/html,<script>alert(1)</script>", "https://a.example/\n", "vbscript:x"):
+        assert "<a " not in safe_link(url) and "<script>" not in safe_link(url)
+
+
+def test_hostile_texts_and_urls_stay_text() -> None:
+    html = hostile_page()
+    elements = parse(html)
+    scripts = [attrs for tag, attrs in elements.tags if tag == "script"]
+    assert scripts == [{"type": "application/json", "id": "simhash-pairs"}, {}]  # ours, nothing injected
+    assert not [tag for tag, _ in elements.tags if tag in ("img", "u", "i", "iframe", "object")]
+    assert all(not name.startswith("on") for _, attrs in elements.tags for name in attrs)
+    hrefs = [attrs["href"] for tag, attrs in elements.tags if tag == "a"]
+    assert hrefs == [A["url"], A["url"], HOSTILE_URLS[1], A["url"], A["url"]]  # the only https duplicate
+    data = json.loads(elements.scripts[0])  # the texts travel whole, and cannot end their element
+    assert data["1"]["a"]["text"] == HOSTILE_TEXT and data["1"]["b"]["url"] == HOSTILE_URLS[0]
+    assert "</script" not in elements.scripts[0].lower() and "<!--" not in elements.scripts[0]
+
+
+def test_the_page_loads_nothing_and_runs_only_its_own_script() -> None:
+    html = hostile_page()
+    elements = parse(html)
+    [policy] = [attrs["content"] for _, attrs in elements.tags if attrs.get("http-equiv") == "Content-Security-Policy"]
+    assert policy.startswith("default-src 'none'; ")
+    style = re.search(r"<style>(.*?)</style>", html, re.DOTALL).group(1)
+    for source in (style, elements.scripts[1]):
+        digest = base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in policy
+    assert not [attrs for tag, attrs in elements.tags if tag == "link" or "src" in attrs]
+
+
+def test_review_command_end_to_end(corpus: list[dict], tmp_path) -> None:
+    made = corpus_review(corpus, tmp_path)
+    output = tmp_path / "out" / "review.html"
+    output.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "simhash-review", str(made["review_log"]), "--items", str(made["items"]),
+         "--merge-log", str(made["merge_log"]), "-o", str(output)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    count = len(made["records"])
+    assert f"{output}: {count} decisions, {count} with both texts" in done.stdout
+    html = output.read_text(encoding="utf-8")
+    assert html.count('<section class="pair"') == count
+    logged = sum(1 for _ in made["merge_log"].open())
+    assert f"Jaccard of {logged} logged decisions (merge log merges.jsonl)" in html
+    assert len(json.loads(parse(html).scripts[0])) == count
+
+
+def test_review_command_says_what_is_missing(tmp_path) -> None:
+    log = write_jsonl(tmp_path / "review.jsonl", [review_record(A, B, LONG, LONG)])
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "-o", str(tmp_path / "r.html")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 decisions, 0 with both texts" in done.stdout
+    assert "1 pairs lack the text of the page compared with: give the crawl's items with --items" in done.stdout
+    unrelated = write_jsonl(tmp_path / "items.jsonl", [{"url": "https://elsewhere.example/", "body_text": LONG}])
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "--items", str(unrelated), "-o", "r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 pairs lack the text of the page compared with: it is in none of the items given" in done.stdout
+    assert "do SIMHASH_ID_FIELD and SIMHASH_URL_FIELD name the crawl" in (tmp_path / "r.html").read_text()
+    missing = subprocess.run(
+        [sys.executable, "-m", "scrapy", "simhash-review", str(tmp_path / "nosuch.jsonl")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert missing.returncode == 2 and "cannot read review log" in missing.stderr
