@@ -1,37 +1,37 @@
 """Recall and precision of the real index, measured against brute-force Jaccard ground truth.
 
-Ground truth: every pair of documents whose shingle sets have Jaccard >= T, found exactly (an
-inverted index of shingle hashes plus the size bound below prunes the work, never a pair).
+Ground truth: every pair of documents whose verification hashes have Jaccard >= T, found exactly
+(an inverted index plus a size bound prunes the work, never a pair).
 
-A ground-truth pair (i, j), i earlier than j in corpus order, counts as *found* when the real index
-(``open_index`` with the configuration under test), holding every document before j, returns i as a
-candidate of j within ``max_distance`` bits, and Jaccard verification against the shingle hashes the
-index stored for i confirms J >= T. Recall = found / ground-truth pairs; precision = confirmed pairs
-that are ground-truth pairs / confirmed pairs. Every document is indexed here, so these are pair
-figures; the pipeline indexes only canonicals, so a duplicate of a duplicate is caught through its
-canonical (transitive clustering): it is missed when it is near the duplicate but not near the canonical.
-:func:`run_pipeline_decisions` replays those decisions and scores them per document.
+Pair figures (:func:`run_pairs`): every document is indexed, in order; a ground-truth pair (i, j)
+is *found* when the lookup of j returns i and Jaccard on the data the index stored for i confirms
+J >= T. Item figures (:func:`run_items`): the pipeline's own decisions replayed
+(:func:`scrapy_simhash.judge.place`: groups, findable members), in corpus order or a shuffled one;
+a document should be flagged when some document before it in that order has J >= T with it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import random
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import redis.asyncio as aioredis
 
-from scrapy_simhash.calibration import random_candidate_fraction
-from scrapy_simhash.fingerprint import Signature, jaccard_hashes, verification_hashes
+from scrapy_simhash.extract import BadFieldError, extract_text
+from scrapy_simhash.fingerprint import Signature, jaccard_hashes
 from scrapy_simhash.index import Index, Record, open_index
+from scrapy_simhash.jsonl import json_objects
+from scrapy_simhash.judge import place
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.redis_url import sync_client
 
 logger = logging.getLogger(__name__)
 
@@ -81,30 +81,34 @@ class Document:
 
 
 def read_documents(path: str | Path, fields: Sequence[str]) -> list[Document]:
-    """JSON-lines documents, ``fields`` joined in order (absent fields are empty).
-
-    A line that is not a JSON object is skipped, logged and counted, never silently lost.
-    """
-    documents: list[Document] = []
-    skipped = 0
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                obj = None
-            if not isinstance(obj, dict):
-                skipped += 1
-                logger.warning("%(path)s:%(line)d: not a JSON object, skipped", {"path": path, "line": number})
-                continue
-            text = "\n".join(str(obj.get(field) or "") for field in fields)
-            url = str(obj.get("url", ""))
-            documents.append(Document(str(obj.get("id", url or number)), url, text))
-    if skipped:
-        logger.warning("%(skipped)d of the lines of %(path)s were skipped", {"skipped": skipped, "path": path})
+    """JSON-lines documents, their ``fields`` read as the pipeline reads an item's (HTML as text,
+    absent fields skipped). ``id`` names a document, else ``url``, else its line number."""
+    documents = []
+    for number, obj in json_objects(path):
+        url = str(obj.get("url", ""))
+        try:
+            text = extract_text(obj, fields).text
+        except BadFieldError as exc:
+            logger.warning("%(path)s:%(line)d: %(error)s, read as no text", {"path": path, "line": number, "error": exc})
+            text = ""
+        documents.append(Document(str(obj.get("id", url or number)), url, text))
     return documents
+
+
+def field_counts(path: str | Path) -> Counter[str]:
+    """How many objects of ``path`` have each field (to say what a corpus holds when the fields
+    SIMHASH_FIELDS names give no text)."""
+    counts: Counter[str] = Counter()
+    for _, obj in json_objects(path):
+        counts.update(obj.keys())
+    return counts
+
+
+def _recall(scores: Scores, width: int) -> str:
+    """The recall column: "-" when there is nothing to find (the 1.0 of :attr:`Scores.recall` measures nothing)."""
+    if scores.true_positives + scores.false_negatives == 0:
+        return f"{'-':>{width}}"
+    return f"{scores.recall:>{width}.3f}"
 
 
 def _jaccard_from_counts(intersection: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
@@ -112,8 +116,9 @@ def _jaccard_from_counts(intersection: np.ndarray, size_a: np.ndarray, size_b: n
     return intersection / (size_a + size_b - intersection)
 
 
-def ground_truth(shingle_sets: Sequence[np.ndarray], threshold: float) -> dict[tuple[int, int], float]:
-    """Every pair ``(i, j)``, ``i < j``, of sorted distinct hash arrays with Jaccard >= ``threshold``.
+def ground_truth(hash_sets: Sequence[np.ndarray], threshold: float) -> dict[tuple[int, int], float]:
+    """Every pair ``(i, j)``, ``i < j``, of sorted distinct hash arrays (verification hashes) with
+    Jaccard >= ``threshold``.
 
     For each set B, an inverted index of hashes counts |A & B| for every earlier A sharing a hash, but
     only over the A that the size bound allows: J(A, B) <= min(|A|, |B|) / max(|A|, |B|), so a pair
@@ -122,11 +127,11 @@ def ground_truth(shingle_sets: Sequence[np.ndarray], threshold: float) -> dict[t
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    sizes = np.array([len(s) for s in shingle_sets], dtype=np.int64)
+    sizes = np.array([len(s) for s in hash_sets], dtype=np.int64)
     if sizes.sum() == 0:
         return {}
     owners = np.repeat(np.arange(len(sizes)), sizes)
-    vocabulary, token_ids = np.unique(np.concatenate(shingle_sets), return_inverse=True)
+    vocabulary, token_ids = np.unique(np.concatenate(hash_sets), return_inverse=True)
     by_token = np.argsort(token_ids, kind="stable")  # postings: documents of each token, in order
     postings = owners[by_token]
     bounds = np.searchsorted(token_ids[by_token], np.arange(len(vocabulary) + 1))
@@ -155,27 +160,26 @@ def ground_truth(shingle_sets: Sequence[np.ndarray], threshold: float) -> dict[t
 
 @dataclass(frozen=True)
 class Configuration:
-    """One rule under test: its label (the SIMHASH_MAX_DISTANCE value), distance filter and layout."""
+    """One rule under test: its label and the index layout."""
 
     label: str
-    max_distance: int
     layout: Layout
 
 
 @dataclass(frozen=True)
-class IndexRun:
+class PairRun:
     """What the real index returned for every document, looked up before the document was added."""
 
     configuration: Configuration
-    # (earlier, later) document positions -> (Hamming distance, Jaccard against the stored hashes)
+    # (earlier, later) document positions -> (Hamming distance, Jaccard against the stored data)
     candidates: dict[tuple[int, int], tuple[int, float]]
     lookups: int
     seconds: float
 
 
 @dataclass(frozen=True)
-class Row:
-    """One line of the evaluation table: a configuration at one Jaccard threshold."""
+class PairRow:
+    """One line of the pair table: a configuration at one Jaccard threshold."""
 
     configuration: Configuration
     threshold: float
@@ -183,184 +187,191 @@ class Row:
     scores: Scores  # candidates confirmed by Jaccard >= threshold, against the ground truth
     candidate_precision: float  # share of the returned candidates that are ground-truth pairs
     candidates_per_lookup: float
-    random_fraction: float  # share of random indexed records a lookup reads, before the distance filter
     ms_per_document: float  # lookup and insert
-
-
-async def run_index(
-    configuration: Configuration, index: Index, documents: Sequence[Document], signatures: Sequence[Signature]
-) -> IndexRun:
-    """Look every document up in ``index``, then add it, in corpus order; empty content is never indexed."""
-    candidates: dict[tuple[int, int], tuple[int, float]] = {}
-    lookups = 0
-    started = time.perf_counter()
-    for j, (document, signature) in enumerate(zip(documents, signatures)):
-        if signature.fingerprint == 0:  # empty content, as the pipeline skips it
-            continue
-        hashes = verification_hashes(signature.shingles)
-        for found in await index.candidates(signature.fingerprint, configuration.max_distance):
-            candidates[int(found.record_id), j] = (found.distance, jaccard_hashes(hashes, found.shingles))
-        lookups += 1
-        await index.add(Record(id=str(j), fingerprint=signature.fingerprint, url=document.url, shingles=hashes))
-    return IndexRun(configuration, candidates, lookups, time.perf_counter() - started)
 
 
 @asynccontextmanager
 async def fresh_index(layout: Layout, redis_url: str | None = None) -> AsyncIterator[Index]:
-    """An empty index that disappears afterwards: a temporary SQLite file, or on ``redis_url`` a key
-    prefix of its own (``simhash-eval:{<random>}``) whose keys are deleted on exit."""
+    """An empty, open index that disappears afterwards: a temporary SQLite file, or on ``redis_url``
+    a key prefix of its own (``simhash-eval:{<random>}``) whose keys are deleted on exit."""
     if redis_url is None:
         with tempfile.TemporaryDirectory(prefix="simhash-eval-") as folder:
             index = open_index(f"sqlite:///{Path(folder) / 'index.sqlite3'}", layout=layout)
+            await index.open()
             try:
                 yield index
             finally:
                 await index.close()
         return
-    prefix = f"simhash-eval:{{{uuid.uuid4().hex}}}"
-    index = open_index(redis_url, layout=layout, key_prefix=prefix)
+    tag = uuid.uuid4().hex
+    index = open_index(redis_url, layout=layout, key_prefix=f"simhash-eval:{{{tag}}}")
+    await index.open()
     try:
         yield index
     finally:
         await index.close()
-        client = aioredis.Redis.from_url(redis_url)
+        client = sync_client(redis_url)
         try:
-            async for key in client.scan_iter(match=f"{prefix}*", count=1000):
-                await client.unlink(key)
+            for pattern in (f"simhash-eval:[{{]{tag}[}}]*", f"simhash-eval:{tag}:*"):
+                for key in client.scan_iter(match=pattern, count=1000):
+                    client.unlink(key)
         finally:
-            await client.aclose()
+            client.close()
 
 
-async def run_configuration(
-    configuration: Configuration,
-    documents: Sequence[Document],
-    signatures: Sequence[Signature],
-    redis_url: str | None = None,
-) -> IndexRun:
-    """:func:`run_index` on a :func:`fresh_index`."""
-    async with fresh_index(configuration.layout, redis_url) as index:
-        return await run_index(configuration, index, documents, signatures)
-
-
-@dataclass(frozen=True)
-class PipelineRun:
-    """The pipeline's own decisions: only canonicals are indexed, so matches go through them."""
-
-    configuration: Configuration
-    threshold: float
-    flagged: set[int]  # positions of the documents judged duplicates of an earlier canonical
-    canonicals: int
-    scores: Scores  # flagged documents against those with an earlier ground-truth near-duplicate
-
-
-async def run_pipeline_decisions(
-    configuration: Configuration,
-    signatures: Sequence[Signature],
-    truth: dict[tuple[int, int], float],
-    threshold: float,
-    redis_url: str | None = None,
-) -> PipelineRun:
-    """Decide each document as the pipeline does: ``check_and_add``, verify the candidates in order,
-    the first with Jaccard >= ``threshold`` makes it a duplicate (not indexed); a document whose
-    candidates all fail is added as a canonical. Scored per document: a document should be flagged
-    when some earlier document (canonical or not) has Jaccard >= ``threshold`` with it."""
-    flagged: set[int] = set()
-    canonicals = 0
+async def run_pairs(
+    configuration: Configuration, signatures: Sequence[Signature], redis_url: str | None = None
+) -> PairRun:
+    """Look every document up, then add it as a canonical of its own, in corpus order; empty
+    content is never indexed."""
+    candidates: dict[tuple[int, int], tuple[int, float]] = {}
+    lookups = 0
+    started = time.perf_counter()
     async with fresh_index(configuration.layout, redis_url) as index:
         for j, signature in enumerate(signatures):
             if signature.fingerprint == 0:
                 continue
-            record = Record(id=str(j), fingerprint=signature.fingerprint, shingles=verification_hashes(signature.shingles))
-            candidates = await index.check_and_add(record, configuration.max_distance)
-            if any(jaccard_hashes(record.shingles, c.shingles) >= threshold for c in candidates):
-                flagged.add(j)
+            record = Record(id=str(j), url="", fingerprint=signature.fingerprint, hashes=signature.hashes)
+            lookup = await index.check_and_add(record)
+            lookups += 1
+            if lookup.added is not None:
                 continue
-            if candidates:
-                await index.add(record)
-            canonicals += 1
-    should = {j for (_, j), similarity in truth.items() if similarity >= threshold}
-    return PipelineRun(configuration, threshold, flagged, canonicals, Scores.of(flagged, should))
+            for candidate, data in zip(lookup.candidates, await index.details(lookup.candidates)):
+                i = int(data.id)
+                distance = (signatures[i].fingerprint ^ signature.fingerprint).bit_count()
+                candidates[i, j] = (distance, jaccard_hashes(signature.hashes, data.hashes))
+            await index.check_and_add(record, since=lookup.seq)  # nothing newer: added
+    return PairRun(configuration, candidates, lookups, time.perf_counter() - started)
 
 
-def format_pipeline_runs(runs: Sequence[PipelineRun]) -> str:
-    lines = [
-        f"{'distance':>8} {'J>=':>5} {'should':>6} {'flagged':>7} {'recall':>6} {'precision':>9} {'canonicals':>10}"
-    ]
-    for run in runs:
-        s = run.scores
-        lines.append(
-            f"{run.configuration.label:>8} {run.threshold:>5.2f} {s.true_positives + s.false_negatives:>6} "
-            f"{len(run.flagged):>7} {s.recall:>6.3f} {s.precision:>9.3f} {run.canonicals:>10}"
-        )
-    return "\n".join(lines)
-
-
-def rows(run: IndexRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[Row]:
+def pair_rows(run: PairRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[PairRow]:
     """The evaluation of one index run at each threshold (``truth`` must reach down to the lowest)."""
-    configuration = run.configuration
-    random_fraction = random_candidate_fraction(configuration.layout)
     out = []
     for threshold in thresholds:
         true_pairs = {pair for pair, similarity in truth.items() if similarity >= threshold}
         confirmed = {pair for pair, (_, similarity) in run.candidates.items() if similarity >= threshold}
         returned = len(run.candidates)
         out.append(
-            Row(
-                configuration=configuration,
+            PairRow(
+                configuration=run.configuration,
                 threshold=threshold,
                 pairs=len(true_pairs),
                 scores=Scores.of(confirmed, true_pairs),
                 candidate_precision=len(true_pairs.intersection(run.candidates)) / returned if returned else 1.0,
                 candidates_per_lookup=returned / max(run.lookups, 1),
-                random_fraction=random_fraction,
                 ms_per_document=1000 * run.seconds / max(run.lookups, 1),
             )
         )
     return out
 
 
-def format_rows(table: Sequence[Row]) -> str:
-    """The evaluation table, one line per configuration and threshold."""
+def format_pair_rows(table: Sequence[PairRow]) -> str:
+    """The pair table, one line per configuration and threshold; no figure for a threshold without pairs."""
     lines = [
-        f"{'distance':>8} {'dist':>4} {'J>=':>5} {'pairs':>6} {'found':>6} {'recall':>6} {'precision':>9} "
-        f"{'cand.prec':>9} {'cand/lookup':>11} {'random@1M':>9} {'ms/doc':>6}  layout"
+        f"{'layout':<24} {'J>=':>5} {'pairs':>6} {'found':>6} {'recall':>6} {'precision':>9} "
+        f"{'cand.prec':>9} {'cand/lookup':>11} {'ms/doc':>6}"
     ]
     for row in table:
-        c = row.configuration
         lines.append(
-            f"{c.label:>8} {c.max_distance:>4} {row.threshold:>5.2f} {row.pairs:>6} {row.scores.true_positives:>6} "
-            f"{row.scores.recall:>6.3f} {row.scores.precision:>9.3f} {row.candidate_precision:>9.3f} "
-            f"{row.candidates_per_lookup:>11.2f} {row.random_fraction * 1e6:>9,.0f} {row.ms_per_document:>6.2f}  "
-            f"{c.layout!r}"
+            f"{row.configuration.label:<24} {row.threshold:>5.2f} {row.pairs:>6} {row.scores.true_positives:>6} "
+            f"{_recall(row.scores, 6)} {row.scores.precision:>9.3f} {row.candidate_precision:>9.3f} "
+            f"{row.candidates_per_lookup:>11.2f} {row.ms_per_document:>6.2f}"
         )
     return "\n".join(lines)
 
 
-def plot(table: Sequence[Row], path: str | Path) -> None:
-    """Recall and candidates per lookup against the distance filter (needs the ``plot`` extra)."""
+@dataclass(frozen=True)
+class ItemRun:
+    """The pipeline's own decisions over one order of the documents."""
+
+    configuration: Configuration
+    order: str  # "corpus" or "shuffled (seed N)"
+    threshold: float
+    flagged: set[int]  # documents judged duplicates (joined a group)
+    false_merges: int  # joined a record they are not a ground-truth pair with
+    canonicals: int
+    findable_members: int
+    scores: Scores  # flagged documents against those with an earlier ground-truth near-duplicate
+
+
+async def run_items(
+    configuration: Configuration,
+    signatures: Sequence[Signature],
+    truth: dict[tuple[int, int], float],
+    threshold: float,
+    seed: int | None = None,
+    redis_url: str | None = None,
+) -> ItemRun:
+    """Decide each document as the pipeline does, in corpus order (``seed`` None) or shuffled."""
+    order = list(range(len(signatures)))
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    position = {doc: at for at, doc in enumerate(order)}
+    flagged: set[int] = set()
+    false_merges = canonicals = findable = 0
+    async with fresh_index(configuration.layout, redis_url) as index:
+        for doc in order:
+            signature = signatures[doc]
+            if signature.fingerprint == 0:
+                continue
+            record = Record(id=str(doc), url="", fingerprint=signature.fingerprint, hashes=signature.hashes)
+            placement = await place(index, record, threshold)
+            if placement.added is not None:
+                canonicals += 1
+                continue
+            flagged.add(doc)
+            findable += placement.joined.banded
+            matched = int(placement.match.details.id)
+            if truth.get((min(matched, doc), max(matched, doc)), 0.0) < threshold:
+                false_merges += 1
+    should = {
+        later
+        for (i, j), similarity in truth.items()
+        if similarity >= threshold
+        for later in ((j,) if position[i] < position[j] else (i,))
+    }
+    label = "corpus" if seed is None else f"shuffled (seed {seed})"
+    return ItemRun(configuration, label, threshold, flagged, false_merges, canonicals, findable, Scores.of(flagged, should))
+
+
+def format_item_runs(runs: Sequence[ItemRun]) -> str:
+    lines = [
+        f"{'layout':<24} {'order':<18} {'J>=':>5} {'should':>6} {'flagged':>7} {'recall':>6} {'false merges':>12} "
+        f"{'canonicals':>10} {'findable members':>16}"
+    ]
+    for run in runs:
+        s = run.scores
+        should = s.true_positives + s.false_negatives
+        lines.append(
+            f"{run.configuration.label:<24} {run.order:<18} {run.threshold:>5.2f} {should:>6} {len(run.flagged):>7} "
+            f"{_recall(s, 6)} {run.false_merges:>12} {run.canonicals:>10} {run.findable_members:>16}"
+        )
+    return "\n".join(lines)
+
+
+def plot(runs: Sequence[PairRun], truth: dict[tuple[int, int], float], path: str | Path) -> None:
+    """Each layout's modelled candidate probability against Jaccard, and the share of true pairs it
+    found per Jaccard band (needs the ``plot`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    figure, (recall_axes, cost_axes) = plt.subplots(1, 2, figsize=(11, 4))
-    for threshold in sorted({row.threshold for row in table}):
-        points = sorted((r.configuration.max_distance, r.scores.recall) for r in table if r.threshold == threshold)
-        recall_axes.plot(*zip(*points), marker="o", label=f"J >= {threshold:.2f}")
-    first = table[0].threshold
-    costs = sorted(
-        (r.configuration.max_distance, r.candidates_per_lookup, r.random_fraction * 1e6, r.configuration.label)
-        for r in table
-        if r.threshold == first
-    )
-    distances = [c[0] for c in costs]
-    cost_axes.plot(distances, [c[1] for c in costs], marker="o", label="candidates per lookup (corpus)")
-    cost_axes.plot(distances, [c[2] for c in costs], marker="s", label="records read per lookup at 1M random")
-    for distance, _, random_reads, label in costs:
-        cost_axes.annotate(label, (distance, random_reads), textcoords="offset points", xytext=(4, 4))
-    recall_axes.set(xlabel="max distance", ylabel="recall", title="Recall (verified) against brute force")
-    cost_axes.set(xlabel="max distance", ylabel="records", yscale="log", title="Cost per lookup")
-    recall_axes.legend()
-    cost_axes.legend()
+
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    curve = np.linspace(min(truth.values(), default=0.5), 1.0, 100)
+    edges = np.round(np.arange(0.5, 1.0001, 0.025), 3)
+    for run in runs:
+        layout = run.configuration.layout
+        line = axes.plot(curve, [layout.candidate_probability(j) for j in curve], label=f"{run.configuration.label} (model)")
+        centres, found = [], []
+        for low, high in zip(edges[:-1], edges[1:]):
+            pairs = [pair for pair, j in truth.items() if low <= j < high or (high == 1.0 and j == 1.0)]
+            if pairs:
+                centres.append((low + high) / 2)
+                found.append(sum(pair in run.candidates for pair in pairs) / len(pairs))
+        axes.plot(centres, found, "o", color=line[0].get_color(), label=f"{run.configuration.label} (measured)")
+    axes.set(xlabel="Jaccard of the pair", ylabel="share found as a candidate", title="Candidates against Jaccard")
+    axes.legend()
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)

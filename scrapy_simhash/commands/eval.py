@@ -11,22 +11,24 @@ import time
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.commands import number_list
+from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
 from scrapy_simhash.evaluate import (
     THRESHOLDS,
     Configuration,
-    format_pipeline_runs,
-    format_rows,
+    field_counts,
+    format_item_runs,
+    format_pair_rows,
     ground_truth,
+    pair_rows,
     plot,
     read_documents,
-    rows,
-    run_configuration,
-    run_pipeline_decisions,
+    run_items,
+    run_pairs,
 )
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.pipelines import decision_parameters
-from scrapy_simhash.settings import read
+from scrapy_simhash.layout import Layout
+from scrapy_simhash.settings import DEFAULTS, read
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +43,25 @@ class Command(ScrapyCommand):
     def short_desc(self) -> str:
         return "Measure the index's recall and precision on a corpus against brute-force Jaccard"
 
+    def long_desc(self) -> str:
+        return (
+            f"{self.short_desc()}.\n\n"
+            "CORPUS.jsonl holds one JSON object per line, for example:\n"
+            '  {"id": "doc-1", "url": "https://example.org/a", "title": "A page", "body_text": "..."}\n'
+            "A document's text is the fields SIMHASH_FIELDS names, joined in order\n"
+            f"(default: {', '.join(DEFAULTS['SIMHASH_FIELDS'])}; -s SIMHASH_FIELDS=title,body reads\n"
+            'others). "id" names a document, else "url", else its line number.'
+        )
+
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        parser.formatter_class = LineBreaksHelpFormatter
         parser.add_argument(
-            "--distances",
+            "--layouts",
             type=str,
             default=None,
-            help="comma-separated SIMHASH_MAX_DISTANCE values to compare, 'auto' included "
-            "(default: the configured value, 3 and 7)",
+            help="comma-separated layouts to compare as BANDSxROWS>=ESTIMATE (e.g. 22x6>=0.74), "
+            "'configured' for the one the settings give (the default)",
         )
         parser.add_argument(
             "--thresholds",
@@ -59,7 +72,10 @@ class Command(ScrapyCommand):
             "--redis-url", help="measure the Redis backend there, under a key prefix of its own (default: SQLite)"
         )
         parser.add_argument("--limit", type=int, help="use only the first N documents")
-        parser.add_argument("--plot", metavar="PNG", help="draw recall and candidates per lookup against the distance")
+        parser.add_argument(
+            "--orders", type=int, default=3, help="shuffled orders to replay the pipeline's decisions in (default 3)"
+        )
+        parser.add_argument("--plot", metavar="PNG", help="draw each layout's candidate curve and the measured recall")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -67,18 +83,11 @@ class Command(ScrapyCommand):
         if opts.plot and importlib.util.find_spec("matplotlib") is None:
             raise UsageError("--plot needs matplotlib: pip install 'scrapy-simhash[plot]'", print_help=False)
         assert self.settings is not None
-        config = read(self.settings, "eval")
-        configured = str(self.settings.get("SIMHASH_MAX_DISTANCE", "auto"))
-        labels = (opts.distances or f"{configured},3,7").split(",")
-        configurations = []
-        for label in dict.fromkeys(label.strip() for label in labels if label.strip()):
-            settings = self.settings.copy()
-            settings.set("SIMHASH_MAX_DISTANCE", label, priority="cmdline")
-            try:
-                max_distance, layout = decision_parameters(read(settings, "eval"))
-            except ValueError as exc:
-                raise UsageError(f"distance {label!r}: {exc}", print_help=False) from None
-            configurations.append(Configuration(label, max_distance, layout))
+        try:
+            config = read(self.settings, "eval")
+            configurations = [self._configuration(label.strip(), config) for label in (opts.layouts or "configured").split(",")]
+        except ValueError as exc:
+            raise UsageError(str(exc), print_help=False) from None
 
         thresholds = sorted(set(opts.thresholds or (*THRESHOLDS, config.jaccard_threshold)))
         if not all(0.0 < t <= 1.0 for t in thresholds):
@@ -87,36 +96,72 @@ class Command(ScrapyCommand):
             documents = read_documents(args[0], config.fields)[: opts.limit]
         except OSError as exc:
             raise UsageError(f"cannot read {args[0]}: {exc}", print_help=False) from None
+        without_text = sum(not document.text.strip() for document in documents)
+        if without_text == len(documents):
+            raise UsageError(self._no_text(args[0], config.fields, len(documents)), print_help=False)
+        if without_text:
+            print(
+                f"{without_text} of {len(documents)} documents have no text in the fields SIMHASH_FIELDS names "
+                f"({', '.join(config.fields)}): they are in no pair"
+            )
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
         signatures = [fingerprinter.signature(document.text) for document in documents]
-        truth = ground_truth([s.shingles for s in signatures], thresholds[0])
+        truth = ground_truth([s.hashes for s in signatures], thresholds[0])
         print(
             f"{len(documents)} documents, fields {config.fields}, shingle width {config.shingle_width}, "
             f"{config.weighting} weighting: {len(truth)} pairs with Jaccard >= {thresholds[0]} "
             f"(brute force, {time.perf_counter() - started:.1f}s)"
         )
-        table, decisions = [], []
+        table, items, runs = [], [], []
         for configuration in configurations:
-            run = asyncio.run(run_configuration(configuration, documents, signatures, opts.redis_url))
-            table += rows(run, truth, thresholds)
-            decisions.append(
-                asyncio.run(
-                    run_pipeline_decisions(configuration, signatures, truth, config.jaccard_threshold, opts.redis_url)
+            run = asyncio.run(run_pairs(configuration, signatures, opts.redis_url))
+            runs.append(run)
+            table += pair_rows(run, truth, thresholds)
+            for seed in (None, *range(opts.orders)):
+                items.append(
+                    asyncio.run(
+                        run_items(configuration, signatures, truth, config.jaccard_threshold, seed, opts.redis_url)
+                    )
                 )
-            )
-        print(format_rows(table))
+        print(format_pair_rows(table))
         print(
-            "recall/precision: index candidates within the distance, confirmed by Jaccard on the stored hashes, "
-            "against brute force; cand.prec: share of returned candidates that are true pairs; "
-            "random@1M: records a lookup reads in an index of 1M random fingerprints (exact, from the layout); "
-            "ms/doc: lookup and insert",
+            "pairs: every document indexed; recall/precision: candidates the index returned, confirmed by Jaccard on "
+            "the data it stored, against brute force; cand.prec: share of returned candidates that are true pairs; "
+            "ms/doc: lookup and insert"
         )
         print(
-            "\nThe pipeline's decisions (only canonicals indexed): documents that have an earlier one with "
-            f"Jaccard >= {config.jaccard_threshold} (should), flagged as duplicates, and the canonicals kept"
+            "\nThe pipeline's decisions (groups: a duplicate joins the group of the record it matches): documents "
+            f"with an earlier one at Jaccard >= {config.jaccard_threshold} in that order (should), flagged as "
+            "duplicates, merges into a record that is not a true pair (false merges)"
         )
-        print(format_pipeline_runs(decisions), flush=True)
+        print(format_item_runs(items), flush=True)
         if opts.plot:
-            plot(table, opts.plot)
+            plot(runs, truth, opts.plot)
             print(f"plot written to {opts.plot}")
+
+    @staticmethod
+    def _configuration(label: str, config) -> Configuration:
+        """``configured`` or ``BANDSxROWS>=ESTIMATE``."""
+        if label == "configured":
+            layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+        else:
+            try:
+                shape, _, estimate = label.partition(">=")
+                bands, _, rows = shape.partition("x")
+                layout = Layout(int(bands), int(rows), float(estimate))
+            except ValueError as exc:
+                raise ValueError(f"layout {label!r}: {exc} (expected BANDSxROWS>=ESTIMATE, e.g. 22x6>=0.74)") from None
+        return Configuration(f"{layout.bands}x{layout.rows}>={layout.min_estimate:.2f}", layout)
+
+    @staticmethod
+    def _no_text(path: str, fields: list[str], documents: int) -> str:
+        if not documents:
+            return f"{path} has no document (no line is a JSON object)"
+        present = field_counts(path)
+        have = ", ".join(f"{name} ({count})" for name, count in present.most_common())
+        return (
+            f"{path}: none of its {documents} documents has text in the fields SIMHASH_FIELDS names "
+            f"({', '.join(fields)}), so there is nothing to measure. Its lines have the fields (lines with each): "
+            f"{have}. Name the text fields with -s SIMHASH_FIELDS=name1,name2"
+        )

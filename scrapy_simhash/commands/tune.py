@@ -7,23 +7,13 @@ import argparse
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.calibration import calibrate
-from scrapy_simhash.commands import number_list
+from scrapy_simhash.calibration import calibrated_layout
+from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
 from scrapy_simhash.evaluate import read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.settings import read
-from scrapy_simhash.tune import (
-    DISTANCES,
-    THRESHOLDS,
-    format_rows,
-    grid,
-    read_labelled,
-    recommend,
-    score_pairs,
-    settings_lines,
-)
+from scrapy_simhash.tune import GRID, format_separations, read_labelled, recommend, score_pairs, separations
 
-SHOWN_DISTANCES = (3, 5, 7, 9, 11, 13, 15, 17, 19)
 SHOWN_THRESHOLDS = (0.6, 0.7, 0.8, 0.82, 0.85, 0.9, 0.95)
 
 
@@ -37,11 +27,21 @@ class Command(ScrapyCommand):
     def short_desc(self) -> str:
         return "Find the max distance and Jaccard threshold that best separate labelled duplicate/distinct pairs"
 
+    def long_desc(self) -> str:
+        return (
+            f"{self.short_desc()}.\n\n"
+            "LABELLED.jsonl holds one JSON object per line; a side is a text, or the id of a\n"
+            "document of --corpus:\n"
+            '  {"a": {"text": "..."}, "b": {"text": "..."}, "label": "duplicate"}\n'
+            '  {"a": "doc-1", "b": "doc-7", "label": "distinct"}\n'
+            "The review page (scrapy simhash-review) downloads the pairs a reviewer marked in this form."
+        )
+
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--corpus", help="JSON-lines documents that pairs given by id refer to")
+        parser.formatter_class = LineBreaksHelpFormatter
         parser.add_argument(
-            "--distances", type=number_list(int), default=list(SHOWN_DISTANCES), help="distances to print"
+            "--corpus", help="JSON-lines documents that pairs given by id refer to, read as simhash-eval reads them"
         )
         parser.add_argument(
             "--thresholds", type=number_list(float), default=list(SHOWN_THRESHOLDS), help="thresholds to print"
@@ -69,15 +69,16 @@ class Command(ScrapyCommand):
                     f"  {name}: distance {min(p.distance for p in group)}..{max(p.distance for p in group)}, "
                     f"Jaccard {min(p.jaccard for p in group):.3f}..{max(p.jaccard for p in group):.3f}"
                 )
-        print(format_rows(grid(scored, opts.distances, opts.thresholds)))
-        best = recommend(grid(scored, DISTANCES, THRESHOLDS), config.jaccard_threshold)
+        print(format_separations(separations(scored, opts.thresholds)))
+        best = recommend(separations(scored, GRID), config.jaccard_threshold)
         print(
-            f"\nBest separation (distance 0..{DISTANCES[-1]}, Jaccard {THRESHOLDS[0]}..{THRESHOLDS[-1]}): "
-            f"precision {best.scores.precision:.3f}, recall {best.scores.recall:.3f}, F1 {best.scores.f1:.3f}. "
-            "Settings to paste:\n"
+            f"\nBest separation (Jaccard {GRID[0]}..{GRID[-1]}): precision {best.scores.precision:.3f}, "
+            f"recall {best.scores.recall:.3f}, F1 {best.scores.f1:.3f}. Settings to paste:\n"
         )
+        print(f"SIMHASH_JACCARD_THRESHOLD = {best.threshold:.2f}")
         try:
-            auto_distance = calibrate(best.threshold, config.target_recall).max_distance
-        except ValueError:  # a threshold outside the calibrated range: an integer distance it is
-            auto_distance = None
-        print(settings_lines(best, auto_distance))
+            layout = calibrated_layout(best.threshold, config.target_recall)["layout"]
+        except ValueError as exc:
+            print(f"# no calibrated layout for it: {exc}")
+        else:
+            print(f"# the calibrated index layout for it: {layout['bands']} bands x {layout['rows']} rows")

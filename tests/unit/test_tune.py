@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.tune import ScoredPair, grid, read_labelled, recommend, score_pairs, settings_lines
+from scrapy_simhash.tune import ScoredPair, read_labelled, recommend, score_pairs, separations
 
-FIXTURE = Path(__file__).parent / "fixtures" / "labelled.jsonl"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "labelled.jsonl"
 
-# Two duplicates (one close, one 5 bits apart), a distinct pair close in bits, a distinct pair with a
-# high Jaccard far away in bits: the rule needs both conditions.
+# Two duplicates, a distinct pair of low Jaccard, a distinct pair of high Jaccard (0.95): no threshold
+# separates all four; 0.85 up to 0.9 gets both duplicates and no distinct pair but the 0.95 one.
 SCORED = [
     ScoredPair(True, 2, 0.9),
     ScoredPair(True, 5, 0.85),
@@ -24,26 +24,19 @@ SCORED = [
 ]
 
 
-def test_grid_by_hand() -> None:
-    table = {(row.distance, row.threshold): row.scores for row in grid(SCORED, (3, 5, 10), (0.8, 0.85, 0.9))}
-    tight = table[3, 0.8]  # predicts pair 0 only
-    assert (tight.true_positives, tight.false_positives, tight.false_negatives) == (1, 0, 1)
-    assert (tight.precision, tight.recall, tight.f1) == (1.0, 0.5, pytest.approx(2 / 3))
-    loose = table[10, 0.8]  # predicts pairs 0, 1 and the distinct 3
-    assert (loose.precision, loose.recall, loose.f1) == (pytest.approx(2 / 3), 1.0, pytest.approx(0.8))
-    assert table[5, 0.8].f1 == table[5, 0.85].f1 == 1.0
-    assert table[5, 0.9].recall == 0.5
+def test_separations_by_hand() -> None:
+    table = {row.threshold: row.scores for row in separations(SCORED, (0.8, 0.85, 0.9, 0.96))}
+    assert (table[0.85].true_positives, table[0.85].false_positives, table[0.85].false_negatives) == (2, 1, 0)
+    assert (table[0.9].true_positives, table[0.9].false_negatives) == (1, 1)
+    assert (table[0.96].precision, table[0.96].recall) == (1.0, 0.0)
 
 
-def test_recommend_prefers_the_current_or_middle_tied_threshold_then_the_smallest_distance() -> None:
-    best = recommend(grid(SCORED, (3, 5, 6, 10), (0.6, 0.7, 0.8, 0.85, 0.9)))
-    # F1 = 1 at d in {5, 6} for T in {0.6, 0.7, 0.8, 0.85}: middle threshold 0.7, smallest distance 5
-    assert (best.distance, best.threshold, best.scores.f1) == (5, 0.7, 1.0)
-    assert settings_lines(best) == "SIMHASH_MAX_DISTANCE = 5\nSIMHASH_JACCARD_THRESHOLD = 0.70"
-    assert settings_lines(best, auto_distance=4).startswith("SIMHASH_MAX_DISTANCE = 5\n")
-    assert recommend(grid(SCORED, (5,), (0.6, 0.7, 0.8, 0.85, 0.9)), current=0.82).threshold == 0.8
-    assert recommend(grid(SCORED, (5,), (0.6, 0.7, 0.8, 0.85, 0.9)), current=0.95).threshold == 0.85
-    assert settings_lines(best, auto_distance=18).startswith('SIMHASH_MAX_DISTANCE = "auto"  # calibrated distance 18')
+def test_recommend_prefers_the_current_then_the_middle_of_the_tied_thresholds() -> None:
+    separable = [ScoredPair(True, 2, 0.9), ScoredPair(True, 5, 0.86), ScoredPair(False, 3, 0.5)]
+    rows = separations(separable, (0.6, 0.7, 0.8, 0.85, 0.9))
+    assert recommend(rows).threshold == 0.7  # F1 = 1 from 0.6 to 0.85: the middle one
+    assert recommend(rows, current=0.82).threshold == 0.8
+    assert recommend(rows, current=0.95).threshold == 0.85
 
 
 def test_read_labelled_resolves_ids_and_skips_unusable_lines(tmp_path, caplog) -> None:
@@ -57,7 +50,8 @@ def test_read_labelled_resolves_ids_and_skips_unusable_lines(tmp_path, caplog) -
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
     pairs = read_labelled(path, {"doc-1": "text of doc one"})
     assert pairs == [("text of doc one", "inline text", True), ("x", "y", False)]
-    assert "3 lines" in caplog.text and "'missing' is not in the corpus" in caplog.text
+    assert "2 lines" in caplog.text and "'missing' is not in the corpus" in caplog.text
+    assert "not a JSON object" in caplog.text
 
 
 def test_score_pairs_measures_distance_and_jaccard() -> None:
@@ -68,8 +62,9 @@ def test_score_pairs_measures_distance_and_jaccard() -> None:
     assert near.jaccard == pytest.approx(53 / 61)  # one word edits 4 of the 57 shingles: 53 shared of 61
 
 
-def test_the_labelled_fixture_is_real_and_separable(corpus: list[dict]) -> None:
-    texts = {doc["id"]: doc["body_text"] for doc in corpus}
+def test_the_labelled_fixture_is_real_and_separable(full_corpus: list[dict]) -> None:
+    """The fixture refers to corpus pages by id (built by benchmarks/make_labelled.py)."""
+    texts = {doc["id"]: doc["body_text"] for doc in full_corpus}
     pairs = read_labelled(FIXTURE, texts)
     assert len(pairs) == 300 and sum(duplicate for _, _, duplicate in pairs) == 150
     scored = score_pairs(pairs, Fingerprinter())
@@ -96,4 +91,4 @@ def test_tune_command_end_to_end(launcher: list[str], tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "6 duplicate and 6 distinct pairs" in done.stdout
     assert "F1 1.000" in done.stdout
-    assert "SIMHASH_MAX_DISTANCE = " in done.stdout and "SIMHASH_JACCARD_THRESHOLD = " in done.stdout
+    assert "SIMHASH_JACCARD_THRESHOLD = " in done.stdout and "calibrated index layout" in done.stdout
