@@ -1,73 +1,168 @@
-"""Every index call of a crawl goes through :class:`GuardedIndex`: bounded retries, counted failures.
+"""Every index call of a crawl goes through :class:`GuardedIndex`: bounded retries, counted failures,
+and an outage reported once, then summarised, never one traceback per item.
 
-One place for the index-error path, so what an outage costs (latency, stats, the final
-``IndexUnavailable``) is decided here and the pipeline only chooses ``pass`` or ``fail``.
+One place for the index-error path, so what an outage costs (latency, stats, log lines) is decided
+here and the pipeline only chooses ``pass`` or ``fail``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import redis.exceptions
+from scrapy_simhash.index import Candidate, Details, Erased, Exact, Index, Joined, Lookup, Record
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
-
-    from scrapy_simhash.index.base import Index
 
 __all__ = ["GuardedIndex", "IndexUnavailable"]
 
 logger = logging.getLogger(__name__)
 
-# Failures that a retry may cure: the network, a server loading or failing over, a locked database.
-# Anything else (corrupt data, a refused command) fails the same way again, so it is not retried.
-TRANSIENT = (
-    OSError,
-    TimeoutError,
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.BusyLoadingError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ClusterDownError,
-    sqlite3.OperationalError,
-)
+T = TypeVar("T")
+# Seconds between two summaries of an outage that goes on.
+SUMMARY_INTERVAL = 60.0
 
 
 class IndexUnavailable(Exception):
-    """An index call still failed after its retries."""
+    """An index call still failed after its retries; ``error`` is the last failure."""
+
+    def __init__(self, message: str, error: BaseException) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class GuardedIndex:
-    """Calls index methods, retrying transient failures with a doubling, capped backoff.
+    """The index's methods, each retried on the backend's transient errors with a doubling, capped
+    backoff, then raising :class:`IndexUnavailable`. Every failed attempt counts in
+    ``simhash/index_errors``. Opening is part of the first call that finds the index not open, so an
+    index unreachable at the start is tried again by the next items."""
 
-    Every failed attempt counts in ``simhash/index_errors``.
-    """
-
-    def __init__(self, index: Index, *, retries: int, delay: float, max_delay: float, stats: StatsCollector) -> None:
+    def __init__(
+        self, index: Index, *, retries: int, delay: float, max_delay: float, stats: StatsCollector, consequence: str
+    ) -> None:
         self.index = index
         self.retries = retries
         self.delay = delay
         self.max_delay = max_delay
         self.stats = stats
+        self.consequence = consequence  # what happens to an item the index could not judge, for the log
+        self._open = False
+        self._failing_since: float | None = None
+        self._failed_items = 0
+        self._summarised_at = 0.0
+        self._last_error = ""
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """``await index.<method>(*args)``; raises :class:`IndexUnavailable` once the retries are spent."""
-        delay = self.delay
-        attempts = 0
-        while True:
-            try:
-                return await getattr(self.index, method)(*args)
-            except Exception as exc:  # any backend failure: connection, timeout, disk, server error
-                self.stats.inc_value("simhash/index_errors")
-                attempts += 1
-                if attempts > self.retries or not isinstance(exc, TRANSIENT):
-                    raise IndexUnavailable(f"index {method}() failed {attempts} times: {exc!r}") from exc
-                logger.debug("index %s() failed (%r), retrying in %.2fs", method, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, self.max_delay)
+    async def open(self) -> None:
+        """Open the index now (one attempt and its retries); the caller reports a failure."""
+        await self._call(self._open_index, report=False)
+
+    async def _open_index(self) -> None:
+        await self.index.open()
+        self._open = True
+
+    async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
+        return await self._call(self.index.check_and_add, record, since)
+
+    async def details(self, candidates: list[Candidate]) -> list[Details | None]:
+        return await self._call(self.index.details, candidates)
+
+    async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
+        return await self._call(self.index.join, record, matched, banded)
+
+    async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
+        return await self._call(self.index.check_and_add_exact, record, digest)
+
+    async def confirm(self, rids: list[int]) -> None:
+        await self._call(self.index.confirm, rids)
+
+    async def remove(self, rid: int) -> Erased | None:
+        return await self._call(self.index.remove, rid)
+
+    async def release(self, record: Record) -> None:
+        """Best effort, no retry: what it fails to drop is one unreferenced record's page data."""
+        try:
+            await self.index.release(record)
+        except Exception as exc:
+            logger.debug("Could not release %(id)s: %(error)r", {"id": record.id, "error": exc})
+
+    async def expire(self) -> int:
+        return await self._call(self.index.expire)
+
+    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+        return await self._call(self.index.load_boilerplate, host)
+
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
+        await self._call(self.index.save_boilerplate, host, version, blob)
 
     async def close(self) -> None:
+        if self._failing_since is not None and self._failed_items:
+            self._summarise(closing=True)
         await self.index.close()
+
+    async def _call(self, method: Callable[..., Awaitable[T]], *args: Any, report: bool = True) -> T:
+        delay, attempts = self.delay, 0
+        while True:
+            try:
+                if not self._open and method != self._open_index:
+                    await self._open_index()
+                result = await method(*args)
+            except self.index.transient_errors as exc:
+                self.stats.inc_value("simhash/index_errors")
+                attempts += 1
+                if attempts > self.retries:
+                    raise self._unavailable(method, exc, attempts, report) from None
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, self.max_delay)
+                continue
+            except (asyncio.CancelledError, IndexUnavailable):
+                raise
+            except Exception as exc:  # permanent: a refused command, corrupt data, a wrong schema
+                self.stats.inc_value("simhash/index_errors")
+                raise self._unavailable(method, exc, attempts + 1, report) from None
+            self._recovered()
+            return result
+
+    def _unavailable(self, method: Callable[..., Any], exc: Exception, attempts: int, report: bool) -> IndexUnavailable:
+        name = getattr(method, "__name__", "call").lstrip("_").replace("open_index", "open")
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        message = f"index {self.index.location} {name}() failed {attempts} time{'s' * (attempts > 1)} ({error})"
+        self._last_error = error
+        now = time.monotonic()
+        if not report:  # the caller says it; later failures of the same outage are only counted
+            self._failing_since = self._failing_since or now
+            self._summarised_at = self._summarised_at or now
+            return IndexUnavailable(message, exc)
+        self._failed_items += 1
+        if self._failing_since is None:
+            self._failing_since = self._summarised_at = now
+            logger.warning("SimHash %(message)s: %(consequence)s", {"message": message, "consequence": self.consequence})
+        elif now - self._summarised_at >= SUMMARY_INTERVAL:
+            self._summarise()
+        return IndexUnavailable(message, exc)
+
+    def _summarise(self, closing: bool = False) -> None:
+        logger.warning(
+            "SimHash index %(location)s %(state)s: %(items)d calls failed in the last %(seconds).0f s (last error: %(error)s)",
+            {
+                "location": self.index.location,
+                "state": "failed until the spider closed" if closing else "still failing",
+                "items": self._failed_items,
+                "seconds": time.monotonic() - self._summarised_at,
+                "error": self._last_error,
+            },
+        )
+        self._summarised_at = time.monotonic()
+        self._failed_items = 0
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            logger.info(
+                "SimHash index %(location)s answers again after %(seconds).0f s",
+                {"location": self.index.location, "seconds": time.monotonic() - self._failing_since},
+            )
+            self._failing_since = None
+            self._failed_items = 0

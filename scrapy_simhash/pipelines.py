@@ -1,7 +1,7 @@
 """The item pipeline: drops or annotates near-duplicate items and records every merge.
 
-Enable with ``ITEM_PIPELINES = {"scrapy_simhash.pipelines.SimhashPipeline": 300}``; README "Usage"
-lists the settings, stats and the merge-log format.
+Enable it with ``ADDONS = {"scrapy_simhash.Addon": 0}`` (or ``ITEM_PIPELINES``); README.md lists
+the settings, the stats and the merge-log format.
 """
 
 from __future__ import annotations
@@ -15,17 +15,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
+from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
-from scrapy_simhash.extensions import NO_BOILERPLATE, BoilerplateLearner
+from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
+from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
-from scrapy_simhash.fingerprint import Fingerprinter, RecordSignature, Shingling, jaccard_hashes
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
-from scrapy_simhash.index import Record, open_index
+from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
-from scrapy_simhash.layout import Layout, make_layout
-from scrapy_simhash.mergelog import MergeLog, MergeLogError, Rule, fingerprint_hex, merge_record, open_merge_log
-from scrapy_simhash.settings import MAX_RETRY_DELAY, SimhashSettings, read
+from scrapy_simhash.judge import Placement, Verified, place, place_exact
+from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
+from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -37,6 +40,13 @@ logger = logging.getLogger(__name__)
 DISTANCE_FIELD = "simhash_distance"
 JACCARD_FIELD = "jaccard"
 FINGERPRINT_FIELD = "fingerprint"
+# Items looked at before saying that none of them has any SIMHASH_FIELDS field.
+FIELD_CHECK_ITEMS = 20
+# Rejected candidates logged per item, the most similar first: what re-evaluation at a lower
+# threshold can use, and a bound on the log's bytes per item.
+LOGGED_REJECTIONS = 3
+# Confirmations (items scraped) sent to the index together, or after this many seconds.
+CONFIRM_BATCH, CONFIRM_DELAY = 100, 1.0
 
 
 @dataclass(frozen=True)
@@ -45,42 +55,20 @@ class Page:
 
     id: str
     url: str
-    host: str  # the boilerplate learner's key: "" without the learner, unless SIMHASH_HOST_FIELD names it
+    host: str
     retention: str
     text: str
 
 
 @dataclass(frozen=True)
 class Match:
-    """The canonical record an item duplicates, and the evidence."""
+    """The group an item duplicates, the record it matched, and the evidence."""
 
     canonical_id: str
-    canonical_fingerprint: int
-    fingerprint: int
+    matched_id: str
     distance: int
     jaccard: float
-
-
-def decision_parameters(config: SimhashSettings) -> tuple[int, Layout]:
-    """SIMHASH_MAX_DISTANCE and the index layout: calibrated for "auto", else built from the settings."""
-    if config.max_distance is not None:
-        layout = make_layout(
-            config.max_distance,
-            kind=config.layout,
-            bands=config.bands,
-            multiprobe=config.multiprobe,
-            tables=config.layout_tables,
-            bits_per_table=config.layout_bits,
-        )
-        return config.max_distance, layout
-    try:  # imported here so that an integer SIMHASH_MAX_DISTANCE works without the calibration module
-        from scrapy_simhash.calibration import calibrate
-    except ImportError as exc:
-        raise NotConfigured(
-            f"SIMHASH_MAX_DISTANCE='auto' needs scrapy_simhash.calibration ({exc}); set an integer instead"
-        ) from exc
-    calibration = calibrate(config.jaccard_threshold, config.target_recall)
-    return calibration.max_distance, calibration.layout
+    fingerprint: int
 
 
 class SimhashPipeline:
@@ -92,7 +80,11 @@ class SimhashPipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         assert crawler.spider is not None
-        config = read(crawler.settings, crawler.spider.name)
+        try:
+            config = read(crawler.settings, crawler.spider.name)
+            self.layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+        except (SettingsError, ValueError) as exc:
+            _refuse(crawler, str(exc))
         if not config.enabled:
             raise NotConfigured("SIMHASH_ENABLED is off")
         self.config = config
@@ -100,74 +92,134 @@ class SimhashPipeline:
         self.stats = crawler.stats
         # Bound once: each attribute access on Scrapy's StatsCollector runs its __getattribute__ hook.
         self._inc = crawler.stats.inc_value
-        self.spider_name = crawler.spider.name
         self.fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
-        self.max_distance, self.layout = decision_parameters(config)
         self.retention_classes = frozenset(config.retention or DEFAULT_RETENTION)
-        self.learner = crawler.get_extension(BoilerplateLearner)
+        self.learner = BoilerplateLearner(crawler, config) if config.boilerplate else None
         self.index: GuardedIndex | None = None
         self.merge_log: MergeLog | None = None
         self.review_log: MergeLog | None = None
         self._expiry: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None
-        self._annotation_warned = False
-        self._groups: Counter[str] = Counter()
-        self._largest_group = 0
         self._rules: dict[int, Rule] = {}
+        self._pending: dict[int, int] = {}  # id(item) -> rid of the canonical it became, until scraped
+        self._confirm: list[int] = []
+        self._confirming: asyncio.Task[None] | None = None
+        self._warned: set[str] = set()
+        self._unchecked: Counter[str] = Counter()
+        self._fields_seen: Counter[str] = Counter()
+        self._items_checked = 0
+        self._largest_group = 0
+        self._usable = True
+        crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self._item_gone, signal=signals.item_dropped)
+        crawler.signals.connect(self._item_gone, signal=signals.item_error)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
         return cls(crawler)
 
+    # -- lifecycle --------------------------------------------------------------------------------
+
     async def open_spider(self) -> None:
         config = self.config
-        index = open_index(
-            config.index_url,
-            layout=self.layout,
-            retention=config.retention,
-            spider=self.spider_name,
-            key_prefix=config.key_prefix,
+        logger.info(
+            "SimHash pipeline: fields %(fields)s, Jaccard >= %(jaccard).2f, layout %(layout)s, index %(url)s, "
+            "action %(action)s, boilerplate %(boilerplate)s",
+            {
+                "fields": config.fields,
+                "jaccard": config.jaccard_threshold,
+                "layout": self.layout.to_json(),
+                "url": mask_url(config.index_url),
+                "action": config.action,
+                "boilerplate": "learned per host" if self.learner else "off",
+            },
+            extra={"spider": self.crawler.spider},
         )
+        consequence = (
+            "closing the spider (SIMHASH_ON_INDEX_ERROR = 'fail')"
+            if config.on_index_error == "fail"
+            else "items it cannot judge are passed on unchecked (simhash/unchecked), and each item tries it "
+            "again (SIMHASH_ON_INDEX_ERROR = 'pass')"
+        )
+        try:
+            index = open_index(
+                config.index_url,
+                layout=self.layout,
+                retention=config.retention,
+                key_prefix=config.key_prefix,
+                max_hashes=config.max_chars,
+            )
+        except ValueError as exc:
+            self._cannot_open(str(exc))
+            return
         self.index = GuardedIndex(
             index,
             retries=config.index_retries,
             delay=config.index_retry_delay,
             max_delay=MAX_RETRY_DELAY,
             stats=self.stats,
+            consequence=consequence,
         )
-        prefix = config.key_prefix.replace("{spider}", self.spider_name)
+        try:
+            await self.index.open()
+        except IndexUnavailable as exc:
+            if isinstance(exc.error, (IndexOpenError, ValueError)) or config.on_index_error == "fail":
+                self._cannot_open(str(exc))
+                return
+            logger.warning(
+                "SimHash %(error)s: %(consequence)s", {"error": exc, "consequence": consequence},
+                extra={"spider": self.crawler.spider},
+            )
         if self.learner is not None:
-            self.learner.bind(self.index, self.fingerprinter, prefix)
-        stream = f"{prefix}:"
-        if config.merge_log:
-            self.merge_log = open_merge_log(config.merge_log, stream + "merges")
-        if config.review_log:
-            self.review_log = open_merge_log(config.review_log, stream + "review")
-        await self._expire()
-        if config.expire_interval > 0:
-            self._expiry = asyncio.ensure_future(self._expire_periodically())
-        logger.info(
-            "SimHash index %(url)s, max distance %(distance)d, %(layout)r, Jaccard >= %(jaccard).2f, action %(action)s",
-            {
-                "url": config.index_url.replace("{spider}", self.spider_name),
-                "distance": self.max_distance,
-                "layout": self.layout,
-                "jaccard": config.jaccard_threshold,
-                "action": config.action,
-            },
+            await self.learner.open(self.index)
+        try:
+            if config.merge_log:
+                self.merge_log = open_merge_log(config.merge_log, stream_key(config, "merges"))
+            if config.review_log:
+                self.review_log = open_merge_log(config.review_log, stream_key(config, "review"))
+        except (OSError, ValueError) as exc:  # a directory that cannot be written, a malformed URI
+            self._cannot_open(f"the merge or review log cannot be opened ({type(exc).__name__}: {exc})")
+            return
+        self._expiry = asyncio.ensure_future(self._expire_periodically())
+
+    def _cannot_open(self, reason: str) -> None:
+        """An index or log that cannot be used at all: one error line, and the crawl closes cleanly;
+        items that still arrive pass on unchecked."""
+        logger.error(
+            "Cannot use the SimHash index: %(reason)s; closing the spider", {"reason": reason},
             extra={"spider": self.crawler.spider},
         )
+        self._usable = False
+        self._close("simhash_index_error")
 
     async def close_spider(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-        if self.learner is not None:
-            await self.learner.close()
-        for log in (self.merge_log, self.review_log):
-            if log is not None:
-                await log.close()
-        if self.index is not None:
-            await self.index.close()
+        try:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            if self.learner is not None:
+                await self.learner.close()
+            await self._flush_confirmations()
+            for log in (self.merge_log, self.review_log):
+                if log is not None:
+                    try:
+                        await log.close()
+                    except Exception:
+                        logger.exception("Could not close the merge log", extra={"spider": self.crawler.spider})
+            if self._unchecked:
+                logger.warning(
+                    "SimHash passed %(count)d items on unchecked: %(reasons)s",
+                    {"count": sum(self._unchecked.values()), "reasons": dict(self._unchecked)},
+                    extra={"spider": self.crawler.spider},
+                )
+        finally:
+            if self.index is not None:
+                await self.index.close()
+
+    def _close(self, reason: str) -> None:
+        if self._closing is None:  # not awaited: closing waits for the items in flight
+            self._closing = asyncio.ensure_future(self.crawler.engine.close_spider_async(reason=reason))
+
+    # -- items ------------------------------------------------------------------------------------
 
     async def process_item(self, item: Any) -> Any:
         self._inc("simhash/items_seen")
@@ -175,36 +227,56 @@ class SimhashPipeline:
             if not is_item(item):
                 raise BadFieldError(f"{type(item).__name__} is not an item type itemadapter supports")
             adapter = ItemAdapter(item)
+            self._check_fields(adapter)
             page = self._page(adapter)
         except BadFieldError as exc:
             self._inc("simhash/bad_fields")
-            return self._unchecked(item, f"cannot read the item: {exc}")
+            return self._pass_unchecked(item, "unreadable field", str(exc))
+        if not self._usable:
+            return self._pass_unchecked(item, "no index", "the index could not be opened")
         try:
-            match = await self._judge(page)
+            match = await self._judge(item, page)
+        except MergeNotLogged as exc:
+            return self._pass_unchecked(item, "merge not logged", str(exc), logged=True)
         except IndexUnavailable as exc:
             if self.config.on_index_error == "fail":
-                # Not awaited: closing waits for in-flight items, this one included.
-                closing = self.crawler.engine.close_spider_async(reason="simhash_index_error")
-                self._closing = asyncio.ensure_future(closing)
-                raise
-            return self._unchecked(item, str(exc))
-        except MergeLogError as exc:
-            return self._unchecked(item, str(exc))
+                self._close("simhash_index_error")
+            return self._pass_unchecked(item, "index unavailable", str(exc), logged=True)
         except Exception:  # a bug of ours must not cost the user the item: pass it on, loudly
             self._inc("simhash/internal_errors")
             logger.exception("Could not judge an item; passing it on unchecked", extra={"spider": self.crawler.spider})
-            return self._unchecked(item, "internal error (logged above)")
+            return self._pass_unchecked(item, "internal error", "logged above", logged=True)
         if match is None:
             return item
         self._inc("simhash/duplicates")
         if self.config.action == "drop":
             self._inc("simhash/dropped")
             raise DropItem(
-                f"near-duplicate of {match.canonical_id} (distance {match.distance}, Jaccard {match.jaccard:.3f})"
+                f"near-duplicate of {match.canonical_id} (matched {match.matched_id}, distance {match.distance},"
+                f" Jaccard {match.jaccard:.3f})",
+                log_level=self.config.drop_log_level,
             )
-        self._inc("simhash/annotated")
         self._annotate(adapter, match)
         return item
+
+    def _check_fields(self, adapter: ItemAdapter) -> None:
+        """Say once, early, when no item has any field SIMHASH_FIELDS names: the plugin then does nothing."""
+        if self._items_checked > FIELD_CHECK_ITEMS:
+            return
+        self._items_checked += 1
+        present = [name for name in self.config.fields if adapter.get(name) not in (None, "", [])]
+        if not present:
+            self._inc("simhash/items_without_fields")
+        self._fields_seen.update(present)
+        self._fields_seen.update(f"item:{name}" for name in adapter.keys())
+        if self._items_checked == FIELD_CHECK_ITEMS and not any(self._fields_seen[f] for f in self.config.fields):
+            have = sorted(name.removeprefix("item:") for name in self._fields_seen if name.startswith("item:"))
+            logger.warning(
+                "None of the first %(count)d items has a field SIMHASH_FIELDS names (%(fields)s): nothing is "
+                "compared. The items have: %(have)s",
+                {"count": FIELD_CHECK_ITEMS, "fields": self.config.fields, "have": ", ".join(have)},
+                extra={"spider": self.crawler.spider},
+            )
 
     def _page(self, adapter: ItemAdapter) -> Page:
         config = self.config
@@ -216,172 +288,165 @@ class SimhashPipeline:
         if retention not in self.retention_classes:
             known = sorted(self.retention_classes)
             raise BadFieldError(f"unknown retention class {retention!r} (SIMHASH_RETENTION: {known})")
+        host = field_value(adapter, config.host_field) if config.host_field else host_of(url)
         return Page(
-            id=field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text)}",
+            id=field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text).hex()}",
             url=url,
-            host=field_value(adapter, config.host_field) if config.host_field else self._host_of(url),
+            host=host,
             retention=retention,
             text=text,
         )
 
-    def _host_of(self, url: str) -> str:
-        """The URL's host, which only the boilerplate learner reads (parsing every URL cost ~1%)."""
-        return host_of(url) if self.learner is not None else ""
-
-    def _unchecked(self, item: Any, reason: str) -> Any:
+    def _pass_unchecked(self, item: Any, reason: str, detail: str, logged: bool = False) -> Any:
+        """Pass an item on unjudged: counted; the first of each reason logged, the rest summed up at close."""
         self._inc("simhash/unchecked")
-        logger.warning(
-            "Passing an item on unchecked: %(reason)s", {"reason": reason}, extra={"spider": self.crawler.spider}
-        )
+        self._unchecked[reason] += 1
+        if self._unchecked[reason] == 1 and not logged:
+            logger.warning(
+                "Passing an item on unchecked (%(reason)s: %(detail)s); further ones are counted in "
+                "simhash/unchecked and summed up when the spider closes",
+                {"reason": reason, "detail": detail},
+                extra={"spider": self.crawler.spider},
+            )
         return item
 
-    async def _judge(self, page: Page) -> Match | None:
-        """The canonical record ``page`` duplicates, or None after indexing it as a new canonical."""
-        shingling = self.fingerprinter.shingling(page.text)  # the text's one tokenisation
+    async def _judge(self, item: Any, page: Page) -> Match | None:
+        """The match of ``page``, or None after indexing it as a new group's canonical."""
+        stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
+        shingling = self.fingerprinter.shingling(stripped.text)
         if shingling.words == 0:
             self._inc("simhash/empty_content")
             return None
-        if shingling.words < self.config.min_words:
-            return await self._judge_exact(page, shingling)
-        boilerplate = NO_BOILERPLATE
-        if self.learner is not None:
-            boilerplate = await self.learner.boilerplate_for(page.host, page.text)
-        signature = self.fingerprinter.record_signature(shingling, boilerplate.hashes)
-        if signature.fingerprint == 0:  # nothing left beside boilerplate: 0 would match every empty page
-            self._inc("simhash/empty_content")
-            return None
-        self._inc("simhash/fingerprinted")
-        record = self._record(page, signature)
-        assert self.index is not None
-        # Retries pass the same record: the index recognises a write its own timed-out attempt made.
-        candidates = await self.index.call("check_and_add", record, self.max_distance)
-        rule = self._rule(boilerplate.version)
-        rejected: list[Match] = []
-        for candidate in candidates:
-            self._inc("simhash/candidates_checked")
-            similarity = jaccard_hashes(record.shingles, candidate.shingles)
-            match = Match(
-                candidate.record_id, candidate.fingerprint, record.fingerprint, candidate.distance, similarity
-            )
-            if similarity >= self.config.jaccard_threshold:
-                await self._merge(page, match, rule, rejected)
-                return match
-            self._inc("simhash/false_positives")
-            rejected.append(match)
-        if rejected:
-            await self._log(page, rule, rejected)  # a failure is counted: the item is kept anyway
-            await self.index.call("add", record)
-        self._inc("simhash/unique")
-        return None
-
-    async def _judge_exact(self, page: Page, shingling: Shingling) -> Match | None:
-        """Short texts have too few shingles for SimHash to be meaningful: match them exactly instead."""
-        self._inc("simhash/short_texts")
-        record = self._record(page, self.fingerprinter.record_signature(shingling))
-        assert self.index is not None
-        canonical_id = await self.index.call("check_and_add_exact", record, exact_digest(page.text))
-        if canonical_id is None:
-            self._inc("simhash/unique")
-            return None
-        self._inc("simhash/exact_matches")
-        # Same normalised text, no boilerplate excluded: the canonical has the very same fingerprint.
-        match = Match(canonical_id, record.fingerprint, record.fingerprint, 0, 1.0)
-        await self._merge(page, match, self._rule(NO_BOILERPLATE.version), [])
-        return match
-
-    def _record(self, page: Page, signature: RecordSignature) -> Record:
-        return Record(
+        signature = self.fingerprinter.signature(shingling)
+        record = Record(
             id=page.id,
-            fingerprint=signature.fingerprint,
             url=page.url,
-            first_seen=time.time(),
+            fingerprint=signature.fingerprint,
+            hashes=signature.hashes,
+            host=page.host,
             retention=page.retention,
-            shingles=signature.verification,
+        )
+        assert self.index is not None
+        try:
+            if shingling.words < self.config.min_words:
+                # Too few shingles for the sketch to mean anything: the normalised tokens must match exactly.
+                self._inc("simhash/short_texts")
+                placement = await place_exact(self.index, record, exact_digest(stripped.text))
+            else:
+                self._inc("simhash/fingerprinted")
+                furniture = self.learner.furniture if self.learner else None
+                placement = await place(self.index, record, self.config.jaccard_threshold, furniture)
+        except (IndexUnavailable, GroupGone):
+            await self.index.release(record)
+            raise
+        self._count(page, placement)
+        rule = self._rule(stripped.version)
+        if placement.added is not None:
+            self._inc("simhash/unique")
+            self._pending[id(item)] = placement.added
+            await self._log(page, record, stripped.text, rule, placement)  # a failure is counted: the item is kept
+            return None
+        return await self._merged(page, record, stripped.text, rule, placement)
+
+    def _count(self, page: Page, placement: Placement) -> None:
+        self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))
+        if placement.rejected:
+            self._inc("simhash/false_positives", len(placement.rejected))
+        if placement.unreadable:
+            self._inc("simhash/unreadable_records", placement.unreadable)
+        this_crawl, earlier = placement.same_id
+        if this_crawl:
+            self._inc("simhash/id_collisions")
+            self._warn_once(
+                "id",
+                "Several items of this crawl share an id (%(field)s = %(id)r) and differ in content: each is kept "
+                "and indexed (simhash/id_collisions). Give each item an id of its own with SIMHASH_ID_FIELD",
+                {"field": self.config.id_field or self.config.url_field, "id": page.id},
+            )
+        if earlier:
+            self._inc("simhash/changed_pages")
+
+    async def _merged(self, page: Page, record: Record, text: str, rule: Rule, placement: Placement) -> Match:
+        """The item joined a group: record the decision, undoing the join if the log does not take it."""
+        assert placement.joined is not None and placement.match is not None and self.index is not None
+        joined, verified = placement.joined, placement.match
+        if not await self._log(page, record, text, rule, placement):
+            try:
+                await self.index.remove(joined.rid)
+            except IndexUnavailable:
+                pass
+            raise MergeNotLogged(f"the merge of {page.id} into {verified.details.canonical_id} could not be logged")
+        if joined.banded:
+            self._inc("simhash/findable_members")
+        if joined.size > self._largest_group:
+            self._largest_group = joined.size
+            self.stats.max_value("simhash/largest_group", joined.size)
+        if joined.size == self.config.max_group_warn + 1:
+            logger.warning(
+                "%(canonical)s's group has more than %(limit)d pages: probably an empty or failed extraction "
+                "field (check SIMHASH_FIELDS), not real duplication",
+                {"canonical": verified.details.canonical_id, "limit": self.config.max_group_warn},
+                extra={"spider": self.crawler.spider},
+            )
+        return Match(
+            canonical_id=verified.details.canonical_id,
+            matched_id=verified.details.id,
+            distance=(verified.candidate.fingerprint ^ record.fingerprint).bit_count(),
+            jaccard=verified.jaccard,
+            fingerprint=record.fingerprint,
         )
 
     def _rule(self, boilerplate_version: int) -> Rule:
-        """The rule records name, one object per boilerplate version (it caches its own serialisation)."""
+        """The rule records name, one object per boilerplate version (it caches its serialisation)."""
         rule = self._rules.get(boilerplate_version)
         if rule is None:
             config = self.config
             rule = self._rules[boilerplate_version] = Rule(
-                max_distance=self.max_distance,
                 jaccard_threshold=config.jaccard_threshold,
-                weighting=config.weighting,
+                layout=self.layout.as_dict(),
                 shingle_width=config.shingle_width,
+                weighting=config.weighting,
+                fingerprint_version=FINGERPRINT_VERSION,
                 boilerplate_version=boilerplate_version,
-                layout=repr(self.layout),
             )
         return rule
 
-    async def _merge(self, page: Page, match: Match, rule: Rule, rejected: list[Match]) -> None:
-        """Log the merge first (the audit trail must not depend on the index), then merge in the index.
-
-        A merge the log did not take is not made: the item is kept (unchecked), never dropped unrecorded.
-        """
-        if not await self._log(page, rule, rejected, merged=match):
-            raise MergeLogError(f"the merge of {page.id} into {match.canonical_id} could not be logged")
-        group = self._groups[match.canonical_id] = self._groups[match.canonical_id] + 1
-        if group > self._largest_group:
-            self._largest_group = group
-            self.stats.max_value("simhash/largest_group", group)
-        if group == self.config.max_group_warn + 1:
-            logger.warning(
-                "%(canonical)s has collected more than %(limit)d duplicates: probably an empty or failed"
-                " extraction field (check SIMHASH_FIELDS), not real duplication",
-                {"canonical": match.canonical_id, "limit": self.config.max_group_warn},
-                extra={"spider": self.crawler.spider},
-            )
-        assert self.index is not None
-        try:
-            await self.index.call("merge", match.canonical_id, page.url, time.time())
-        except IndexUnavailable as exc:
-            logger.warning(
-                "%(canonical)s did not gain %(url)s in the index (the merge log has it): %(error)s",
-                {"canonical": match.canonical_id, "url": page.url, "error": exc},
-                extra={"spider": self.crawler.spider},
-            )
-
-    async def _log(self, page: Page, rule: Rule, rejected: list[Match], merged: Match | None = None) -> bool:
-        """Record an item's decisions: its rejected candidates, then its merge if any, in one write (one
-        flush, one round trip). False when the merge log did not take them (a review-log failure is
-        only counted)."""
+    async def _log(self, page: Page, record: Record, text: str, rule: Rule, placement: Placement) -> bool:
+        """Record an item's decisions (its closest rejected candidates, then its merge) in one write.
+        False when the merge log did not take them; a review-log failure is only counted."""
         if self.merge_log is None and self.review_log is None:
             return True
-        decisions = [("rejected", match) for match in rejected]
-        if merged is not None:
-            decisions.append(("merged", merged))
-        records = [
-            merge_record(
-                decision=decision,
-                canonical_id=match.canonical_id,
-                canonical_url=await self._url_of(match.canonical_id),
-                duplicate_id=page.id,
-                duplicate_url=page.url,
-                canonical_fingerprint=match.canonical_fingerprint,
-                duplicate_fingerprint=match.fingerprint,
-                distance=match.distance,
-                jaccard=match.jaccard,
-                rule=rule,
-            )
-            for decision, match in decisions
-        ]
+        decisions = [("rejected", v) for v in sorted(placement.rejected, key=lambda v: -v.jaccard)]
+        decisions = decisions[:LOGGED_REJECTIONS]
+        if placement.match is not None:
+            decisions.append(("merged", placement.match))
+        if not decisions:
+            return True
+        records = [self._record(decision, verified, page, record, rule) for decision, verified in decisions]
         written = await self._write(self.merge_log, records)
-        sampled = [record for record in records if self._sampled_for_review(page.id, record["jaccard"])]
+        sampled = [review_record(r, text) for r in records if self._sampled_for_review(page.id, r["jaccard"])]
         if sampled:
             self._inc("simhash/review_sampled", len(sampled))
             await self._write(self.review_log, sampled)
         return written
 
-    async def _url_of(self, record_id: str) -> str:
-        if self.config.id_field is None:  # ids are URLs
-            return record_id
-        assert self.index is not None
-        try:
-            record = await self.index.call("get", record_id)
-        except IndexUnavailable:
-            return ""
-        return record.url if record is not None else ""
+    def _record(self, decision: str, verified: Verified, page: Page, record: Record, rule: Rule) -> dict[str, Any]:
+        details = verified.details
+        return merge_record(
+            decision=decision,
+            canonical_id=details.canonical_id,
+            canonical_url=details.canonical_url,
+            matched_id=details.id,
+            matched_url=details.url,
+            matched_fingerprint=verified.candidate.fingerprint,
+            duplicate_id=page.id,
+            duplicate_url=page.url,
+            duplicate_fingerprint=record.fingerprint,
+            distance=(verified.candidate.fingerprint ^ record.fingerprint).bit_count(),
+            jaccard=verified.jaccard,
+            retention=page.retention,
+            rule=rule,
+        )
 
     def _sampled_for_review(self, duplicate_id: str, similarity: float) -> bool:
         """Decisions near the threshold, either side, sampled by a hash of the id so reruns pick the same."""
@@ -396,10 +461,13 @@ class SimhashPipeline:
             return True
         try:
             await log.write(records)
-        except Exception:  # a lost audit record must be loud, not fatal to the crawl
+        except Exception as exc:  # a lost audit record must be loud, not fatal to the crawl
             self._inc("simhash/merge_log_errors", len(records))
-            logger.error(
-                "Could not write merge-log records %r", records, exc_info=True, extra={"spider": self.crawler.spider}
+            self._warn_once(
+                "log",
+                "Could not write %(count)d merge-log records (%(error)s); a duplicate whose merge cannot be "
+                "recorded is kept (simhash/unchecked), further failures are counted in simhash/merge_log_errors",
+                {"count": len(records), "error": f"{type(exc).__name__}: {exc}"},
             )
             return False
         return True
@@ -409,32 +477,101 @@ class SimhashPipeline:
             self.config.annotation_field: match.canonical_id,
             DISTANCE_FIELD: match.distance,
             JACCARD_FIELD: round(match.jaccard, 4),
-            FINGERPRINT_FIELD: fingerprint_hex(match.fingerprint),
+            FINGERPRINT_FIELD: f"{match.fingerprint:016x}",
         }
-        try:
-            for name, value in fields.items():
-                adapter[name] = value
-        except KeyError as exc:  # a scrapy.Item without the fields declared
+        missing = [name for name in fields if not _can_set(adapter, name)]
+        if missing:  # a scrapy.Item without the fields declared: the duplicate passes unmarked, counted
             self._inc("simhash/annotation_errors")
-            if self._annotation_warned:
-                return
-            self._annotation_warned = True
-            logger.warning(
-                "Cannot annotate %(type)s items: declare the fields %(fields)s (%(error)s)",
-                {"type": type(adapter.item).__name__, "fields": sorted(fields), "error": exc},
-                extra={"spider": self.crawler.spider},
+            self._warn_once(
+                "annotate",
+                "Cannot annotate %(type)s items: declare the fields %(fields)s; duplicates pass on unmarked "
+                "(simhash/annotation_errors)",
+                {"type": type(adapter.item).__name__, "fields": missing},
             )
-
-    async def _expire(self) -> None:
-        assert self.index is not None
-        try:
-            expired = await self.index.call("expire")
-        except IndexUnavailable as exc:
-            logger.warning("Index expiry failed: %s", exc, extra={"spider": self.crawler.spider})
             return
-        self._inc("simhash/expired", expired)
+        for name, value in fields.items():
+            adapter[name] = value
+        self._inc("simhash/annotated")
+
+    def _warn_once(self, key: str, message: str, args: dict[str, Any]) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, args, extra={"spider": self.crawler.spider})
+
+    # -- confirmations and expiry -------------------------------------------------------------------
+
+    def _item_scraped(self, item: Any) -> None:
+        """The item went out of the last pipeline: its record is no longer pending (a crash from now on
+        keeps it as a canonical); confirmations are sent in batches."""
+        rid = self._pending.pop(id(item), None)
+        if rid is None:
+            return
+        self._confirm.append(rid)
+        if len(self._confirm) >= CONFIRM_BATCH:
+            self._confirming = asyncio.ensure_future(self._flush_confirmations())
+        elif self._confirming is None or self._confirming.done():
+            self._confirming = asyncio.ensure_future(self._confirm_later())
+
+    def _item_gone(self, item: Any) -> None:
+        self._pending.pop(id(item), None)
+
+    async def _confirm_later(self) -> None:
+        await asyncio.sleep(CONFIRM_DELAY)
+        await self._flush_confirmations()
+
+    async def _flush_confirmations(self) -> None:
+        rids, self._confirm = self._confirm, []
+        if rids and self.index is not None:
+            try:
+                await self.index.confirm(rids)
+            except IndexUnavailable:
+                pass  # still pending: a rerun keeps these pages again rather than lose them
 
     async def _expire_periodically(self) -> None:
+        """Retention at open, then every SIMHASH_EXPIRE_INTERVAL seconds (0: at open only)."""
         while True:
-            await asyncio.sleep(self.config.expire_interval)
             await self._expire()
+            if self.config.expire_interval <= 0:
+                return
+            await asyncio.sleep(self.config.expire_interval)
+
+    async def _expire(self) -> None:
+        """Retention: groups past their TTL leave the index, their log records leave the logs."""
+        assert self.index is not None
+        try:
+            self._inc("simhash/expired", await self.index.expire())
+        except IndexUnavailable:
+            pass  # reported by the guard
+        classes = self.config.retention
+        if not classes or all(ttl is None for ttl in classes.values()):
+            return
+        for uri, kind in ((self.config.merge_log, "merges"), (self.config.review_log, "review")):
+            if not uri:
+                continue
+            try:
+                rewrite = await expire_log(uri, classes, time.time(), stream_key(self.config, kind))
+            except Exception as exc:  # the log keeps its records until the next run: said, not fatal
+                self._warn_once(f"expire {kind}", "Could not apply retention to the %(kind)s log: %(error)s",
+                                {"kind": kind, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            self._inc("simhash/expired_log_records", rewrite.removed)
+
+
+class MergeNotLogged(Exception):
+    """A duplicate's merge could not be recorded: it is kept, never dropped unrecorded."""
+
+
+def _can_set(adapter: ItemAdapter, name: str) -> bool:
+    """Whether the item takes field ``name``: any key of a dict, a declared field of anything else."""
+    return isinstance(adapter.item, dict) or name in adapter.field_names()
+
+
+def _refuse(crawler: Crawler, reason: str) -> None:
+    """A setting the pipeline cannot work with: one error line, and the spider closes as soon as it opens."""
+    logger.error("SimHash pipeline: %(reason)s; the spider will close", {"reason": reason})
+
+    def close(spider: Any) -> None:
+        asyncio.ensure_future(crawler.engine.close_spider_async(reason="simhash_settings_error"))
+
+    crawler.signals.connect(close, signal=signals.spider_opened, weak=False)
+    raise NotConfigured

@@ -1,11 +1,12 @@
 """Every ``SIMHASH_*`` setting with its default, read once into plain validated values.
 
-The pipeline, the boilerplate learner and the commands all read settings through :func:`read`,
-so a default lives here and nowhere else (README "Settings" documents each one).
+The pipeline and the commands read settings through :func:`read`, so a default lives here and
+nowhere else, and ``{spider}`` is filled in here and nowhere else (README "Settings" lists them).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,11 +16,13 @@ from scrapy.utils.project import data_path
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+__all__ = ["DEFAULTS", "SettingsError", "SimhashSettings", "read"]
+
 DEFAULTS: dict[str, Any] = {
     "SIMHASH_ENABLED": True,
     # Content
     "SIMHASH_FIELDS": ["title", "description", "body_text"],
-    "SIMHASH_HTML_FIELDS": None,  # None: a value is HTML when it contains markup
+    "SIMHASH_HTML_FIELDS": None,  # None: a value is HTML when it starts with markup
     "SIMHASH_MAX_CHARS": 1_000_000,
     "SIMHASH_ID_FIELD": None,  # None: the URL field
     "SIMHASH_URL_FIELD": "url",
@@ -29,21 +32,17 @@ DEFAULTS: dict[str, Any] = {
     # Fingerprint and decision rule
     "SIMHASH_SHINGLE_WIDTH": 4,
     "SIMHASH_WEIGHTING": "frequency",
-    "SIMHASH_MAX_DISTANCE": "auto",
-    "SIMHASH_LAYOUT": "blocks",  # with an integer SIMHASH_MAX_DISTANCE: "blocks" or "sampled"
-    "SIMHASH_BANDS": None,  # None: the fewest pigeonhole blocks that guarantee SIMHASH_MAX_DISTANCE
-    "SIMHASH_MULTIPROBE": False,
-    "SIMHASH_LAYOUT_TABLES": None,  # "sampled" layouts only
-    "SIMHASH_LAYOUT_BITS": None,  # "sampled" layouts only
     "SIMHASH_JACCARD_THRESHOLD": 0.82,
-    "SIMHASH_TARGET_RECALL": 0.95,  # what "auto" calibrates SIMHASH_MAX_DISTANCE for
+    "SIMHASH_TARGET_RECALL": 0.99,  # what the calibrated layout must reach at the threshold
+    "SIMHASH_LAYOUT": None,  # None: calibrated; or {"bands": B, "rows": R, "min_estimate": E}
     "SIMHASH_ACTION": "drop",
     "SIMHASH_ANNOTATION_FIELD": "duplicate_of",
+    "SIMHASH_DROP_LOG_LEVEL": "INFO",
     "SIMHASH_MAX_GROUP_WARN": 1000,
     # Index
     "SIMHASH_INDEX_URL": None,  # None: sqlite:///.scrapy/simhash/{spider}.sqlite3 in the project data dir
     "SIMHASH_KEY_PREFIX": "simhash:{spider}",
-    "SIMHASH_RETENTION": None,  # None: {"default": None}, keep records for good; else class -> TTL seconds
+    "SIMHASH_RETENTION": None,  # None: {"default": None}, keep for good; else class -> TTL seconds
     "SIMHASH_ON_INDEX_ERROR": "pass",
     "SIMHASH_INDEX_RETRIES": 2,
     "SIMHASH_INDEX_RETRY_DELAY": 0.1,
@@ -53,17 +52,23 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_REVIEW_LOG": None,  # None: .scrapy/simhash/{spider}-review.jsonl; "": off
     "SIMHASH_REVIEW_MARGIN": 0.03,
     "SIMHASH_REVIEW_RATE": 0.1,
-    # Boilerplate learner
-    "SIMHASH_BOILERPLATE_MIN_SHARE": 0.05,
-    "SIMHASH_BOILERPLATE_MIN_PAGES": 30,
+    # Boilerplate learner (docs/boilerplate.md); the add-on turns it on
+    "SIMHASH_BOILERPLATE": False,
+    "SIMHASH_BOILERPLATE_SAMPLE_PAGES": 3,
     "SIMHASH_BOILERPLATE_MAX_HELD": 500,
     "SIMHASH_BOILERPLATE_WARMUP_TIMEOUT": 10.0,
 }
 
 ACTIONS = ("drop", "annotate")
 ON_INDEX_ERROR = ("pass", "fail")
+WEIGHTINGS = ("frequency", "presence")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # Backoff between index retries doubles from SIMHASH_INDEX_RETRY_DELAY and never exceeds this.
 MAX_RETRY_DELAY = 2.0
+
+
+class SettingsError(ValueError):
+    """A setting's value cannot be used; the message is one line naming the setting and the value."""
 
 
 def data_file(name: str) -> str:
@@ -74,39 +79,77 @@ def data_file(name: str) -> str:
     return os.path.abspath(os.path.join(data_path("simhash"), name))
 
 
-def _setting(settings: BaseSettings, name: str) -> Any:
-    return settings.get(name, DEFAULTS[name])
+class _Reader:
+    """Reads settings by name, each failure a :class:`SettingsError` naming the setting and value."""
 
+    def __init__(self, settings: BaseSettings) -> None:
+        self.settings = settings
 
-def _choice(settings: BaseSettings, name: str, choices: tuple[str, ...]) -> str:
-    value = str(_setting(settings, name)).lower()
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
+    def raw(self, name: str) -> Any:
+        return self.settings.get(name, DEFAULTS[name])
 
+    def fail(self, name: str, value: Any, expected: str) -> SettingsError:
+        return SettingsError(f"{name} = {value!r}: {expected}")
 
-def _number(settings: BaseSettings, name: str, kind: type, low: float, high: float = float("inf")) -> Any:
-    raw = _setting(settings, name)
-    try:
-        value = kind(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return value
+    def flag(self, name: str) -> bool:
+        try:
+            return self.settings.getbool(name, DEFAULTS[name])
+        except ValueError:
+            raise self.fail(name, self.raw(name), "must be True or False") from None
 
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if str(value).lower() not in choices and str(value).upper() not in choices:
+            raise self.fail(name, value, "must be one of " + ", ".join(repr(c) for c in choices))
+        return str(value).lower() if str(value).lower() in choices else str(value).upper()
 
-def _optional_str(settings: BaseSettings, name: str) -> str | None:
-    value = _setting(settings, name)
-    return None if value is None else str(value)
+    def number(self, name: str, kind: type, low: float, high: float = float("inf")) -> Any:
+        value = self.raw(name)
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise self.fail(name, value, f"must be {'an integer' if kind is int else 'a number'}") from None
+        if not low <= number <= high:
+            bound = f"between {low} and {high}" if high != float("inf") else f"at least {low}"
+            raise self.fail(name, value, f"must be {bound}")
+        return number
 
+    def text(self, name: str, optional: bool = False) -> str | None:
+        value = self.raw(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.fail(name, value, "must be a non-empty string" + (" or None" if optional else ""))
+        return value
 
-def _optional_int(settings: BaseSettings, name: str, low: int, high: int) -> int | None:
-    return None if _setting(settings, name) is None else _number(settings, name, int, low, high)
+    def names(self, name: str) -> list[str]:
+        """A list of field names; a string is a JSON list (``'["title", "body"]'``) or comma-separated."""
+        value = self.raw(name)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError:
+                    raise self.fail(name, text, "is not a JSON list of field names") from None
+            else:
+                value = [part.strip() for part in text.split(",")]
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(name, value, "must be a non-empty list of field names")
+        return list(value)
 
-
-def _field_list(settings: BaseSettings, name: str) -> list[str]:
-    return settings.getlist(name, DEFAULTS[name])
+    def mapping(self, name: str) -> dict[str, Any] | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise self.fail(name, value, "is not a JSON object") from None
+        if not isinstance(value, dict):
+            raise self.fail(name, value, "must be a dict")
+        return dict(value)
 
 
 @dataclass(frozen=True)
@@ -124,19 +167,15 @@ class SimhashSettings:
     min_words: int
     shingle_width: int
     weighting: str
-    max_distance: int | None  # None: calibrated ("auto")
-    layout: str
-    bands: int | None
-    multiprobe: bool
-    layout_tables: int | None
-    layout_bits: int | None
     jaccard_threshold: float
     target_recall: float
+    layout: dict[str, Any] | None
     action: str
     annotation_field: str
+    drop_log_level: str
     max_group_warn: int
     index_url: str
-    key_prefix: str  # "{spider}" left in: the index turns it into a Redis Cluster hash tag
+    key_prefix: str  # the Redis keys' prefix, its braces a Redis Cluster hash tag: "simhash:{docs}"
     retention: dict[str, float | None] | None
     on_index_error: str
     index_retries: int
@@ -146,63 +185,77 @@ class SimhashSettings:
     review_log: str | None
     review_margin: float
     review_rate: float
-    boilerplate_min_share: float
-    boilerplate_min_pages: int
+    boilerplate: bool
+    boilerplate_sample_pages: int
     boilerplate_max_held: int
     boilerplate_warmup_timeout: float
 
 
-def read(settings: BaseSettings, spider_name: str) -> SimhashSettings:
-    """Parse every ``SIMHASH_*`` setting; a bad value raises ``ValueError`` naming the setting."""
+def _retention(reader: _Reader) -> dict[str, float | None] | None:
+    classes = reader.mapping("SIMHASH_RETENTION")
+    if classes is None:
+        return None
+    for name, ttl in classes.items():
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
+            raise reader.fail("SIMHASH_RETENTION", classes, f"class {name!r}: a TTL is seconds > 0 or None")
+    return classes
+
+
+def read(settings: BaseSettings, spider: str) -> SimhashSettings:
+    """Parse every ``SIMHASH_*`` setting for spider ``spider``; a bad value raises :class:`SettingsError`."""
+    reader = _Reader(settings)
+
+    def fill(value: str) -> str:
+        return value.replace("{spider}", spider)
 
     def log_uri(name: str, suffix: str) -> str | None:
-        value = _setting(settings, name)
+        value = reader.raw(name)
         if value is None:
-            return data_file(f"{spider_name}-{suffix}.jsonl")
-        return str(value).replace("{spider}", spider_name) or None
+            return data_file(f"{spider}-{suffix}.jsonl")
+        return fill(str(value)) or None
 
-    max_distance = _setting(settings, "SIMHASH_MAX_DISTANCE")
-    html_fields = _setting(settings, "SIMHASH_HTML_FIELDS")
-    # One SQLite file per spider; open_index() fills in "{spider}", as it does in SIMHASH_KEY_PREFIX.
-    index_url = _setting(settings, "SIMHASH_INDEX_URL") or f"sqlite:///{data_file('{spider}.sqlite3')}"
+    # "{spider}" becomes the name everywhere; in the key prefix its braces remain, as a Redis Cluster
+    # hash tag that keeps every key of the index in one slot ("simhash:{docs}").
+    prefix = reader.text("SIMHASH_KEY_PREFIX").replace("{spider}", "{" + spider + "}")
+    index_url = reader.raw("SIMHASH_INDEX_URL") or f"sqlite:///{data_file('{spider}.sqlite3')}"
+    html_fields = reader.raw("SIMHASH_HTML_FIELDS")
     return SimhashSettings(
-        enabled=settings.getbool("SIMHASH_ENABLED", DEFAULTS["SIMHASH_ENABLED"]),
-        fields=_field_list(settings, "SIMHASH_FIELDS"),
-        html_fields=None if html_fields is None else _field_list(settings, "SIMHASH_HTML_FIELDS"),
-        max_chars=_number(settings, "SIMHASH_MAX_CHARS", int, 1),
-        id_field=_optional_str(settings, "SIMHASH_ID_FIELD"),
-        url_field=str(_setting(settings, "SIMHASH_URL_FIELD")),
-        host_field=_optional_str(settings, "SIMHASH_HOST_FIELD"),
-        retention_field=_optional_str(settings, "SIMHASH_RETENTION_FIELD"),
-        min_words=_number(settings, "SIMHASH_MIN_WORDS", int, 0),
-        shingle_width=_number(settings, "SIMHASH_SHINGLE_WIDTH", int, 1),
-        weighting=_choice(settings, "SIMHASH_WEIGHTING", ("frequency", "presence")),
-        max_distance=None
-        if str(max_distance).lower() == "auto"
-        else _number(settings, "SIMHASH_MAX_DISTANCE", int, 0, 63),
-        layout=_choice(settings, "SIMHASH_LAYOUT", ("blocks", "sampled")),
-        bands=_optional_int(settings, "SIMHASH_BANDS", 1, 64),
-        multiprobe=settings.getbool("SIMHASH_MULTIPROBE", DEFAULTS["SIMHASH_MULTIPROBE"]),
-        layout_tables=_optional_int(settings, "SIMHASH_LAYOUT_TABLES", 1, 1024),
-        layout_bits=_optional_int(settings, "SIMHASH_LAYOUT_BITS", 1, 64),
-        jaccard_threshold=_number(settings, "SIMHASH_JACCARD_THRESHOLD", float, 0.0, 1.0),
-        target_recall=_number(settings, "SIMHASH_TARGET_RECALL", float, 0.0, 1.0),
-        action=_choice(settings, "SIMHASH_ACTION", ACTIONS),
-        annotation_field=str(_setting(settings, "SIMHASH_ANNOTATION_FIELD")),
-        max_group_warn=_number(settings, "SIMHASH_MAX_GROUP_WARN", int, 1),
-        index_url=str(index_url),
-        key_prefix=str(_setting(settings, "SIMHASH_KEY_PREFIX")),
-        retention=settings.getdict("SIMHASH_RETENTION") or None,
-        on_index_error=_choice(settings, "SIMHASH_ON_INDEX_ERROR", ON_INDEX_ERROR),
-        index_retries=_number(settings, "SIMHASH_INDEX_RETRIES", int, 0),
-        index_retry_delay=_number(settings, "SIMHASH_INDEX_RETRY_DELAY", float, 0.0),
-        expire_interval=_number(settings, "SIMHASH_EXPIRE_INTERVAL", float, 0.0),
+        enabled=reader.flag("SIMHASH_ENABLED"),
+        fields=reader.names("SIMHASH_FIELDS"),
+        html_fields=None if html_fields is None else reader.names("SIMHASH_HTML_FIELDS"),
+        max_chars=reader.number("SIMHASH_MAX_CHARS", int, 1),
+        id_field=reader.text("SIMHASH_ID_FIELD", optional=True),
+        url_field=reader.text("SIMHASH_URL_FIELD"),
+        host_field=reader.text("SIMHASH_HOST_FIELD", optional=True),
+        retention_field=reader.text("SIMHASH_RETENTION_FIELD", optional=True),
+        min_words=reader.number("SIMHASH_MIN_WORDS", int, 0),
+        shingle_width=reader.number("SIMHASH_SHINGLE_WIDTH", int, 1, 64),
+        weighting=reader.choice("SIMHASH_WEIGHTING", WEIGHTINGS),
+        jaccard_threshold=reader.number("SIMHASH_JACCARD_THRESHOLD", float, 0.0, 1.0),
+        target_recall=reader.number("SIMHASH_TARGET_RECALL", float, 0.0, 1.0),
+        layout=reader.mapping("SIMHASH_LAYOUT"),
+        action=reader.choice("SIMHASH_ACTION", ACTIONS),
+        annotation_field=reader.text("SIMHASH_ANNOTATION_FIELD"),
+        drop_log_level=reader.choice("SIMHASH_DROP_LOG_LEVEL", LOG_LEVELS),
+        max_group_warn=reader.number("SIMHASH_MAX_GROUP_WARN", int, 1),
+        index_url=fill(str(index_url)),
+        key_prefix=prefix,
+        retention=_retention(reader),
+        on_index_error=reader.choice("SIMHASH_ON_INDEX_ERROR", ON_INDEX_ERROR),
+        index_retries=reader.number("SIMHASH_INDEX_RETRIES", int, 0),
+        index_retry_delay=reader.number("SIMHASH_INDEX_RETRY_DELAY", float, 0.0),
+        expire_interval=reader.number("SIMHASH_EXPIRE_INTERVAL", float, 0.0),
         merge_log=log_uri("SIMHASH_MERGE_LOG", "merges"),
         review_log=log_uri("SIMHASH_REVIEW_LOG", "review"),
-        review_margin=_number(settings, "SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),
-        review_rate=_number(settings, "SIMHASH_REVIEW_RATE", float, 0.0, 1.0),
-        boilerplate_min_share=_number(settings, "SIMHASH_BOILERPLATE_MIN_SHARE", float, 0.0, 1.0),
-        boilerplate_min_pages=_number(settings, "SIMHASH_BOILERPLATE_MIN_PAGES", int, 2),
-        boilerplate_max_held=_number(settings, "SIMHASH_BOILERPLATE_MAX_HELD", int, 0),
-        boilerplate_warmup_timeout=_number(settings, "SIMHASH_BOILERPLATE_WARMUP_TIMEOUT", float, 0.0),
+        review_margin=reader.number("SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),
+        review_rate=reader.number("SIMHASH_REVIEW_RATE", float, 0.0, 1.0),
+        boilerplate=reader.flag("SIMHASH_BOILERPLATE"),
+        boilerplate_sample_pages=reader.number("SIMHASH_BOILERPLATE_SAMPLE_PAGES", int, 2, 64),
+        boilerplate_max_held=reader.number("SIMHASH_BOILERPLATE_MAX_HELD", int, 0),
+        boilerplate_warmup_timeout=reader.number("SIMHASH_BOILERPLATE_WARMUP_TIMEOUT", float, 0.0),
     )
+
+
+def stream_key(config: SimhashSettings, kind: str) -> str:
+    """The default Redis Stream of the merge or review log: beside the index's keys, in its slot."""
+    return f"{config.key_prefix}:{kind}"

@@ -1,7 +1,6 @@
-"""A real SimhashPipeline built from a Scrapy crawler, for the reliability tests that drive it directly.
+"""A real SimhashPipeline built from a Scrapy crawler, driven item by item as Scrapy awaits it.
 
-``process_item`` is awaited as Scrapy would; only the engine is absent (tests that need the engine's
-close-spider path run a real crawl instead).
+Only the engine is absent; tests of what needs it (closing the spider, scraped signals) run a real crawl.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from scrapy import Spider
+from scrapy import Spider, signals
 from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 
@@ -20,24 +19,27 @@ OUTCOMES = ("simhash/unique", "simhash/duplicates", "simhash/empty_content", "si
 
 
 class HarnessSpider(Spider):
-    name = "reliability"
+    name = "harness"
 
 
 async def open_pipeline(settings: dict[str, Any], spider_name: str = HarnessSpider.name) -> SimhashPipeline:
     """An opened pipeline; the caller awaits ``close_spider()``."""
-    crawler = get_crawler(HarnessSpider, {"SIMHASH_MAX_DISTANCE": 3, "SIMHASH_REVIEW_LOG": "", **settings})
+    crawler = get_crawler(HarnessSpider, {"SIMHASH_REVIEW_LOG": "", "SIMHASH_BOILERPLATE": False, **settings})
     crawler.spider = crawler._create_spider(name=spider_name)
     pipeline = SimhashPipeline.from_crawler(crawler)
     await pipeline.open_spider()
     return pipeline
 
 
-async def feed(pipeline: SimhashPipeline, item: Any) -> bool:
-    """True when the item went on, False when it was dropped as a duplicate."""
+async def feed(pipeline: SimhashPipeline, item: Any, scraped: bool = True) -> bool:
+    """True when the item went on, False when it was dropped as a duplicate. An item that went on is
+    reported scraped, as Scrapy's engine would once the last pipeline passed it."""
     try:
         await pipeline.process_item(item)
     except DropItem:
         return False
+    if scraped:
+        pipeline.crawler.signals.send_catch_log(signals.item_scraped, item=item, response=None, spider=None)
     return True
 
 

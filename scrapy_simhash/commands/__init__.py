@@ -1,9 +1,18 @@
 """Scrapy commands of scrapy-simhash (``scrapy simhash-eval``, ...), registered under the
-``scrapy.commands`` entry point; ``python -m scrapy_simhash`` runs them by module name."""
+``scrapy.commands`` entry point; ``python -m scrapy_simhash eval`` runs ``scrapy simhash-eval``."""
 
 from __future__ import annotations
 
 import argparse
+
+from scrapy.commands import ScrapyHelpFormatter
+
+
+class LineBreaksHelpFormatter(ScrapyHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Scrapy's help layout with the description's line breaks kept, so that example lines stay whole.
+
+    A command sets it in ``add_options`` (``parser.formatter_class = LineBreaksHelpFormatter``).
+    """
 
 
 def number_list(kind: type) -> type:

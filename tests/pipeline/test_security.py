@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 import pickle
-import zlib
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis_servers import RedisFactory, TLSFiles
+from texts import article
+
+pytestmark = pytest.mark.redis
 
 PASSWORD = "s3cret/with:odd@chars"  # percent-encoded in the URL
 
@@ -50,8 +51,8 @@ def settings(tmp_path, url: str) -> dict:
 
 
 @pytest.fixture
-def body(corpus) -> str:
-    return next(doc["body_text"] for doc in corpus if 300 < len(doc["body_text"].split()) < 600)
+def body() -> str:
+    return article(700)
 
 
 async def test_rediss_with_a_password_works_end_to_end(tls_server, tmp_path, body) -> None:
@@ -59,7 +60,7 @@ async def test_rediss_with_a_password_works_end_to_end(tls_server, tmp_path, bod
     try:
         assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
         assert not await feed(pipeline, {"url": "https://b.example/1", "body_text": body})
-        assert await pipeline.index.index.count() == 1
+        assert await pipeline.index.index.count() == 2  # the page and its copy, in one group
     finally:
         await pipeline.close_spider()
 
@@ -80,7 +81,7 @@ async def test_a_refused_connection_passes_items_unchecked(tls_server, tmp_path,
 
 async def test_stored_data_is_parsed_never_unpickled_or_evaluated(throwaway_redis, tmp_path, body) -> None:
     """Plant pickles and Python/Lua code where the index keeps URLs and verification blobs: reading
-    the record back either fails or returns inert data, and nothing runs."""
+    the record back returns inert data or refuses the blob (counted), and nothing runs."""
     canary = tmp_path / "unpickled"
     payload = pickle.dumps(Canary(canary))
     pipeline = await open_pipeline(settings(tmp_path, throwaway_redis.url))
@@ -88,16 +89,14 @@ async def test_stored_data_is_parsed_never_unpickled_or_evaluated(throwaway_redi
         assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
         index = pipeline.index.index
         with throwaway_redis.client() as admin:
-            [key] = admin.keys("*:r:https://a.example/1")
+            [key] = admin.keys("*:d:*")
             code = f"__import__('pathlib').Path({str(canary)!r}).touch()"
-            admin.hset(key, mapping={"u": f'["{code}", "redis.call(\'FLUSHALL\')"]'})
-            record = await index.get("https://a.example/1")
-            assert record.urls == (code, "redis.call('FLUSHALL')")
-            admin.hset(key, "s", payload)
-            with pytest.raises((ValueError, zlib.error)):  # not a blob: refused, not run
-                await index.get("https://a.example/1")
-            await feed(pipeline, {"url": "https://b.example/1", "body_text": body})  # a candidate read
+            admin.hset(key, mapping={"u": code, "h": "redis.call('FLUSHALL')", "s": payload})
+            [record] = await index.records("https://a.example/1")
+            assert (record.url, record.host) == (code, "redis.call('FLUSHALL')") and len(record.hashes) == 0
+            assert await feed(pipeline, {"url": "https://b.example/1", "body_text": body})  # its candidate: unreadable
             assert admin.dbsize() > 0
+        assert simhash_stats(pipeline)["simhash/unreadable_records"] == 1
         assert not canary.exists()
     finally:
         await pipeline.close_spider()

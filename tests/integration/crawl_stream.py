@@ -45,18 +45,44 @@ class StreamSpider(Spider):
         return item
 
 
+class StallPipeline:
+    """After ``STREAM_STALL_AFTER`` items, holds every item for ever: items the SimHash pipeline has
+    indexed that never reach the feed, as when a crawl is killed between the two."""
+
+    HELD = 10  # items held before the pipeline says so in OUT_DIR/held
+
+    def __init__(self, after: int, out_dir: str) -> None:
+        self.after = after
+        self.out_dir = Path(out_dir)
+        self.seen = 0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.getint("STREAM_STALL_AFTER"), crawler.settings.get("STREAM_OUT_DIR", "."))
+
+    async def process_item(self, item):
+        self.seen += 1
+        if self.after and self.seen > self.after:
+            if self.seen == self.after + self.HELD:
+                (self.out_dir / "held").touch()
+            await asyncio.get_running_loop().create_future()
+        return item
+
+
 def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
         "FEEDS": {str(out_dir / "kept.jsonl"): {"format": "jsonlines"}},
         "SIMHASH_MERGE_LOG": str(out_dir / "merges.jsonl"),
         "SIMHASH_REVIEW_LOG": "",
-        "SIMHASH_MAX_DISTANCE": 3,
         "LOG_FILE": str(out_dir / "crawl.log"),
         "LOG_LEVEL": "INFO",
+        "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
         "TELNETCONSOLE_ENABLED": False,
+        "STREAM_OUT_DIR": str(out_dir),
         **overrides,
     }
+    settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], StallPipeline: 990}
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(StreamSpider)
     process.crawl(crawler, items_path=items_path, barrier=barrier)

@@ -1,0 +1,66 @@
+"""The pipeline and its merge log: every dropped duplicate has a record, and a refused record keeps its item."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from pipeline_harness import feed, open_pipeline, simhash_stats
+from texts import article
+
+from scrapy_simhash.mergelog import read_merge_log
+
+DRIVER = Path(__file__).with_name("crawl_stream.py")
+
+
+@pytest.mark.slow
+def test_a_crawl_logs_every_dropped_duplicate_to_a_redis_stream(redis_server_url, redis_prefix, tmp_path):
+    """300 pages in flight at once: a burst of concurrent merges, every one recorded."""
+    bodies = [article(2000 + n, words=150) for n in range(150)]
+    pages = [{"url": f"https://site.example/{copy}/{n}", "body_text": body}
+             for copy in ("a", "b") for n, body in enumerate(bodies)]
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps(page) + "\n" for page in pages))
+    stream = f"{redis_server_url}?stream={redis_prefix}:merges"
+    settings = {
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.sqlite3",
+        "SIMHASH_MERGE_LOG": stream,
+        "SIMHASH_BOILERPLATE": False,
+        "CONCURRENT_REQUESTS": len(pages),
+    }
+    subprocess.run([sys.executable, str(DRIVER), str(items), str(tmp_path), json.dumps(settings)],
+                   check=True, timeout=120, capture_output=True)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    merged = [r["duplicate_url"] for r in read_merge_log(stream) if r["decision"] == "merged"]
+    kept = [json.loads(line)["url"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert "simhash/merge_log_errors" not in stats
+    assert len(merged) == stats["simhash/duplicates"] == stats["simhash/dropped"] >= len(bodies)
+    assert sorted(merged + kept) == sorted(page["url"] for page in pages)  # each item kept or logged, once
+
+
+@pytest.mark.parametrize("words", [400, 10], ids=["simhash", "exact"])
+async def test_a_merge_the_log_refuses_keeps_the_duplicate(redis_server_url, redis_prefix, tmp_path, words):
+    """A duplicate whose merge record cannot be written is passed on, never dropped without a record."""
+    stream = f"{redis_prefix}:merges"
+    with redis.Redis.from_url(redis_server_url) as client:
+        client.set(stream, "not a stream")  # every XADD to it fails (WRONGTYPE)
+    body = " ".join(article(3000).split()[:words])
+    pipeline = await open_pipeline({
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.sqlite3",
+        "SIMHASH_MERGE_LOG": f"{redis_server_url}?stream={stream}",
+    })
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": body})
+        assert await feed(pipeline, {"url": "https://b.example/copy", "body_text": body})
+        [record] = await pipeline.index.index.records("https://a.example/p")  # the undone join left nothing
+        assert await pipeline.index.index.records("https://b.example/copy") == []
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/merge_log_errors"] == 1 and stats["simhash/unchecked"] == 1
+    assert stats["simhash/duplicates"] == stats["simhash/dropped"] == 0

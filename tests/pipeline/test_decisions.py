@@ -1,0 +1,162 @@
+"""SimhashPipeline item by item on a real index: drops, annotations, groups and what the merge log says."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import scrapy
+from pipeline_harness import feed, open_pipeline, simhash_stats
+from scrapy.exceptions import DropItem
+from texts import article, edited
+
+from scrapy_simhash.mergelog import read_merge_log
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def settings(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/index.db"
+    else:
+        url = request.getfixturevalue("redis_server_url")
+
+    def make(**extra):
+        return {
+            "SIMHASH_INDEX_URL": url,
+            "SIMHASH_KEY_PREFIX": request.getfixturevalue("redis_prefix") + ":{spider}"
+            if request.param == "redis"
+            else "simhash:{spider}",
+            "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
+            **extra,
+        }
+
+    return make
+
+
+async def test_a_near_duplicate_is_dropped_naming_its_canonical(settings, tmp_path):
+    pipeline = await open_pipeline(settings())
+    text = article(1)
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": text})
+        with pytest.raises(DropItem, match=r"near-duplicate of https://a\.example/p \(matched https://a\.example/p"):
+            await pipeline.process_item({"url": "https://b.example/copy", "body_text": edited(text)})
+    finally:
+        await pipeline.close_spider()
+    [merged] = read_merge_log(str(tmp_path / "merges.jsonl"))
+    assert merged["decision"] == "merged" and merged["jaccard"] >= 0.82
+    assert (merged["canonical_url"], merged["duplicate_url"]) == ("https://a.example/p", "https://b.example/copy")
+    assert merged["rule"]["jaccard_threshold"] == 0.82 and merged["rule"]["layout"]["bands"] > 0
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/dropped"] == stats["simhash/duplicates"] == 1 and stats["simhash/unique"] == 1
+
+
+async def test_a_page_that_drifts_joins_its_group_through_a_member(settings, tmp_path):
+    """Release after release: each near the one before, the last no longer near the first."""
+    pipeline = await open_pipeline(settings())
+    releases = [article(2)]
+    for i in range(6):
+        releases.append(edited(releases[-1], edits=8, seed=i))
+    try:
+        kept = [await feed(pipeline, {"url": f"https://docs/{i}", "body_text": t}) for i, t in enumerate(releases)]
+    finally:
+        await pipeline.close_spider()
+    assert kept == [True] + [False] * 6
+    records = list(read_merge_log(str(tmp_path / "merges.jsonl")))
+    assert {r["canonical_id"] for r in records if r["decision"] == "merged"} == {"https://docs/0"}
+    assert any(r["matched_id"] != r["canonical_id"] for r in records if r["decision"] == "merged")
+
+
+async def test_annotate_mode_marks_the_duplicate_and_counts_it(settings):
+    pipeline = await open_pipeline(settings(SIMHASH_ACTION="annotate"))
+    text = article(3)
+    try:
+        first = {"url": "https://a.example/p", "body_text": text}
+        second = {"url": "https://b.example/copy", "body_text": edited(text)}
+        assert await feed(pipeline, first) and await feed(pipeline, second)
+    finally:
+        await pipeline.close_spider()
+    assert "duplicate_of" not in first and second["duplicate_of"] == "https://a.example/p"
+    assert second["jaccard"] >= 0.82 and len(second["fingerprint"]) == 16
+    assert simhash_stats(pipeline)["simhash/annotated"] == 1
+
+
+class Undeclared(scrapy.Item):
+    url = scrapy.Field()
+    body_text = scrapy.Field()
+
+
+async def test_annotated_counts_only_duplicates_that_were_marked(settings, caplog):
+    pipeline = await open_pipeline(settings(SIMHASH_ACTION="annotate"))
+    text = article(4)
+    try:
+        await feed(pipeline, Undeclared(url="https://a/p", body_text=text))
+        for i in range(3):
+            assert await feed(pipeline, Undeclared(url=f"https://b/{i}", body_text=edited(text, seed=i)))
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/duplicates"] == 3 and stats["simhash/annotation_errors"] == 3
+    assert stats["simhash/annotated"] == 0
+    assert sum("Cannot annotate Undeclared items" in r.message for r in caplog.records) == 1
+
+
+async def test_items_in_flight_together_keep_one_canonical_per_text(settings):
+    """Scrapy lets many items into the pipeline at once: copies in flight together are one group, also
+    when each first meets a near miss that verification rejects (the insert after it is conditional)."""
+    pipeline = await open_pipeline(settings())
+    texts = [article(100 + i) for i in range(12)]
+    try:
+        for i, text in enumerate(texts):  # a cousin each: a candidate of every copy, below the threshold
+            assert await feed(pipeline, {"url": f"https://cousin/{i}", "body_text": edited(text, edits=12, seed=99)})
+        items = [{"url": f"https://site/{i}/{copy}", "body_text": edited(t, seed=copy)} for copy in range(5)
+                 for i, t in enumerate(texts)]
+        kept = await asyncio.gather(*(feed(pipeline, item) for item in items))
+    finally:
+        await pipeline.close_spider()
+    per_text = [sum(k for k, item in zip(kept, items) if item["url"].split("/")[3] == str(i)) for i in range(12)]
+    assert per_text == [1] * 12
+    assert simhash_stats(pipeline)["simhash/false_positives"] >= 12
+
+
+async def test_items_sharing_an_id_are_all_kept_findable_and_counted(settings, caplog):
+    """A listing page whose items all carry url = response.url, then exact copies on another page."""
+    pipeline = await open_pipeline(settings())
+    texts = [article(200 + i) for i in range(5)]
+    try:
+        first = [await feed(pipeline, {"url": "https://site/listing", "body_text": t}) for t in texts]
+        copies = [await feed(pipeline, {"url": "https://site/listing-2", "body_text": t}) for t in texts]
+    finally:
+        await pipeline.close_spider()
+    assert first == [True] * 5 and copies == [False] * 5
+    assert simhash_stats(pipeline)["simhash/id_collisions"] == 4
+    assert sum("share an id" in r.message for r in caplog.records) == 1
+
+
+async def test_a_recrawl_finds_the_pages_it_kept(settings):
+    texts = [article(300 + i) for i in range(3)]
+    first = await open_pipeline(settings())
+    try:
+        assert [await feed(first, {"url": f"https://s/{i}", "body_text": t}) for i, t in enumerate(texts)] == [True] * 3
+    finally:
+        await first.close_spider()
+    again = await open_pipeline(settings())
+    try:
+        assert [await feed(again, {"url": f"https://s/{i}", "body_text": t}) for i, t in enumerate(texts)] == [False] * 3
+    finally:
+        await again.close_spider()
+
+
+async def test_an_item_indexed_but_never_scraped_is_not_its_own_duplicate_on_the_rerun(settings):
+    """A crawl killed between the index and the feed export: the rerun keeps the page, not drops it."""
+    text = article(400)
+    crashed = await open_pipeline(settings())
+    try:
+        assert await feed(crashed, {"url": "https://s/p", "body_text": text}, scraped=False)
+    finally:
+        await crashed.close_spider()
+    rerun = await open_pipeline(settings())
+    try:
+        assert await feed(rerun, {"url": "https://s/p", "body_text": text})
+        assert not await feed(rerun, {"url": "https://s/copy", "body_text": text})
+    finally:
+        await rerun.close_spider()
