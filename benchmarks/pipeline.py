@@ -1,6 +1,6 @@
 """End-to-end throughput: a near-duplicate stream through SimhashPipeline and a seed-style baseline.
 
-    python benchmarks/pipeline.py [--items 50000] [--max-distance auto|N] [--concurrency 16] [--redis-url URL]
+    python benchmarks/pipeline.py [--items 50000] [--concurrency 16] [--redis-url URL]
 
 The shared corpus (title + body_text) is repeated to ``--items`` items: each corpus page once as it
 is, the rest near-duplicates of random pages (a few random word edits, two paragraphs swapped, a
@@ -148,13 +148,12 @@ class BenchSpider(Spider):
     name = "bench"
 
 
-async def open_pipeline(redis_url: str, log_dir: Path, max_distance: str) -> SimhashPipeline:
+async def open_pipeline(redis_url: str, log_dir: Path) -> SimhashPipeline:
     crawler = get_crawler(
         BenchSpider,
         {
             "SIMHASH_INDEX_URL": redis_url,
             "SIMHASH_FIELDS": ["title", "body_text"],
-            "SIMHASH_MAX_DISTANCE": max_distance,
             "SIMHASH_HTML_FIELDS": [],  # the corpus is plain text: say so, as a user would
             "SIMHASH_MERGE_LOG": str(log_dir / "merges.jsonl"),
             "SIMHASH_REVIEW_LOG": "",
@@ -177,14 +176,14 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
 
 
 async def run_pipeline(
-    redis_url: str, items: Iterable[dict], log_dir: Path, max_distance: str, concurrency: int
+    redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int
 ) -> tuple[int, float, float, dict, str]:
     """(items, items/s, this process's CPU seconds, simhash/* stats, the rule), ``concurrency`` items
     in flight as in a crawl.
 
     Items are built a chunk at a time outside the timed part (wall and CPU time).
     """
-    pipeline = await open_pipeline(redis_url, log_dir, max_distance)
+    pipeline = await open_pipeline(redis_url, log_dir)
     count = 0
     elapsed = cpu = 0.0
     items = iter(items)
@@ -201,12 +200,12 @@ async def run_pipeline(
         count += len(chunk)
     await pipeline.close_spider()
     stats = pipeline.crawler.stats.get_stats()
-    rule = f"max distance {pipeline.max_distance}, {pipeline.layout!r}"
+    rule = f"Jaccard >= {pipeline.config.jaccard_threshold}, {pipeline.layout!r}"
     return count, count / elapsed, cpu, {k: v for k, v in stats.items() if k.startswith("simhash/")}, rule
 
 
 async def requests_by_outcome(
-    redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path, max_distance: str
+    redis_url: str, admin: redis.Redis, items: Iterable[dict], log_dir: Path
 ) -> dict:
     """Index calls each item made, read from MONITOR, totalled by outcome: new, new after candidates
     that Jaccard rejected (indexed by a second call), duplicate (merged by a second call). Items go
@@ -215,7 +214,7 @@ async def requests_by_outcome(
     MONITOR shows the commands a script runs as ``lua``: those are server-side work, not requests.
     An ECHO from the admin connection marks where each item starts.
     """
-    pipeline = await open_pipeline(redis_url, log_dir, max_distance)
+    pipeline = await open_pipeline(redis_url, log_dir)
     commands: list[dict] = []
     monitoring = threading.Event()
 
@@ -324,9 +323,6 @@ def main() -> None:
                         help="the baseline runs on the stream's first N items (default 3000)")
     parser.add_argument("--sample", type=int, default=2_000,
                         help="items whose index calls are counted one by one with MONITOR (default 2000)")
-    parser.add_argument("--max-distance", default="auto",
-                        help="SIMHASH_MAX_DISTANCE of the pipeline (default: the product default, auto); "
-                        f"the baseline always uses {SEED_DISTANCE} with {SEED_BANDS} bands")
     parser.add_argument("--concurrency", type=int, default=16,
                         help="items in flight in the pipeline, as in a crawl (default 16, CONCURRENT_REQUESTS)")
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
@@ -351,7 +347,7 @@ def main() -> None:
         empty = reset(admin)
         server_start = server_cpu(admin)
         count, rate, client_cpu, stats, rule = asyncio.run(
-            run_pipeline(url, stream(args.items), Path(log_dir), args.max_distance, args.concurrency)
+            run_pipeline(url, stream(args.items), Path(log_dir), args.concurrency)
         )
         server_used = server_cpu(admin) - server_start
         commands = command_counts(admin)
@@ -365,7 +361,7 @@ def main() -> None:
 
         reset(admin)
         by_outcome = asyncio.run(
-            requests_by_outcome(url, admin, stream(args.sample), Path(log_dir), args.max_distance)
+            requests_by_outcome(url, admin, stream(args.sample), Path(log_dir))
         )
         admin.close()
 

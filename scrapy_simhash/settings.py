@@ -122,7 +122,7 @@ class _Reader:
             raise self.fail(name, value, "must be a non-empty string" + (" or None" if optional else ""))
         return value
 
-    def names(self, name: str) -> list[str]:
+    def names(self, name: str, allow_empty: bool = False) -> list[str]:
         """A list of field names; a string is a JSON list (``'["title", "body"]'``) or comma-separated."""
         value = self.raw(name)
         if isinstance(value, str):
@@ -133,9 +133,11 @@ class _Reader:
                 except json.JSONDecodeError:
                     raise self.fail(name, text, "is not a JSON list of field names") from None
             else:
-                value = [part.strip() for part in text.split(",")]
-        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(name, value, "must be a non-empty list of field names")
+                value = [part.strip() for part in text.split(",")] if text else []
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(name, value, "must be a list of field names")
+        if not value and not allow_empty:
+            raise self.fail(name, value, "must name at least one field")
         return list(value)
 
     def mapping(self, name: str) -> dict[str, Any] | None:
@@ -222,7 +224,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
     return SimhashSettings(
         enabled=reader.flag("SIMHASH_ENABLED"),
         fields=reader.names("SIMHASH_FIELDS"),
-        html_fields=None if html_fields is None else reader.names("SIMHASH_HTML_FIELDS"),
+        html_fields=None if html_fields is None else reader.names("SIMHASH_HTML_FIELDS", allow_empty=True),
         max_chars=reader.number("SIMHASH_MAX_CHARS", int, 1),
         id_field=reader.text("SIMHASH_ID_FIELD", optional=True),
         url_field=reader.text("SIMHASH_URL_FIELD"),

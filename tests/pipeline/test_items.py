@@ -184,3 +184,9 @@ async def test_retention_expires_groups_from_the_index_and_their_records_from_th
         await pipeline.close_spider()
     assert [r["duplicate_id"] for r in read_merge_log(str(tmp_path / "merges.jsonl"))] == ["k2"]
     assert simhash_stats(pipeline)["simhash/expired"] == 2
+
+
+@pytest.mark.parametrize("value", [[], "[]"])
+def test_an_empty_html_fields_list_means_no_field_is_html(value):
+    assert read(Settings({"SIMHASH_HTML_FIELDS": value}), "x").html_fields == []
+
