@@ -18,6 +18,8 @@ from scrapy_simhash.index import Candidate, Details, Erased, Exact, Index, Joine
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_simhash.layout import Layout
+
 __all__ = ["GuardedIndex", "IndexUnavailable"]
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,10 @@ class GuardedIndex:
         self._failed_items = 0
         self._summarised_at = 0.0
         self._last_error = ""
+
+    @property
+    def layout(self) -> Layout:
+        return self.index.layout
 
     async def open(self) -> None:
         """Open the index now (one attempt and its retries); the caller reports a failure."""

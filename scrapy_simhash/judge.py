@@ -15,6 +15,7 @@ import numpy as np
 
 from scrapy_simhash.fingerprint import jaccard_hashes
 from scrapy_simhash.index import Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
+from scrapy_simhash.layout import Layout
 
 __all__ = ["NOVELTY", "Placement", "Verified", "place", "place_exact", "verify"]
 
@@ -22,6 +23,11 @@ __all__ = ["NOVELTY", "Placement", "Verified", "place", "place_exact", "verify"]
 #: it then reaches pages its group's other records do not (a page drifting release after release).
 #: A closer copy adds nothing but bucket entries. Measured: docs/benchmarks.md "Groups".
 NOVELTY = 0.95
+#: Candidates whose data is read first; the rest are read only when none of these is a close copy.
+FIRST_READ = 4
+#: How far below the best match a candidate's sketch estimate may be and still be read: three
+#: standard errors of the default sketch's estimate near the threshold (132 bytes, J ~ 0.85).
+PLAUSIBLE = 0.1
 #: Restarts after the matched record was erased or expired meanwhile, before giving up.
 MAX_RESTARTS = 3
 
@@ -30,6 +36,8 @@ Furniture = Callable[[str], Awaitable[np.ndarray]]
 
 class Judged(Protocol):
     """The index calls judging needs (an :class:`~scrapy_simhash.index.Index` or its guard)."""
+
+    layout: Layout
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup: ...
 
@@ -114,10 +122,7 @@ async def place(
         if lookup.added is not None:
             placement.added, placement.same_id = lookup.added, lookup.same_id
             return placement
-        details = await index.details(lookup.candidates)
-        match, rejected, unreadable = await verify(record, lookup.candidates, details, threshold, furniture)
-        placement.rejected += rejected
-        placement.unreadable += unreadable
+        match = await _verify_best_first(index, record, lookup.candidates, threshold, furniture, placement)
         if match is None:
             since = lookup.seq  # judged everything up to here: only newer records can stop the insert
             continue
@@ -131,6 +136,36 @@ async def place(
             continue
         placement.match = match
         return placement
+
+
+async def _verify_best_first(
+    index: Judged,
+    record: Record,
+    candidates: list[Candidate],
+    threshold: float,
+    furniture: Furniture | None,
+    placement: Placement,
+) -> Verified | None:
+    """:func:`verify`, reading candidates' data best sketch first: the ``FIRST_READ`` best, then only
+    those whose sketch estimate could still beat the best match (within ``PLAUSIBLE`` of it). A
+    copy's best sketch is nearly always its match, and reading every candidate's data was most of a
+    duplicate's cost."""
+    best: Verified | None = None
+    rest = candidates[FIRST_READ:]
+    chunk = candidates[:FIRST_READ]
+    while chunk:
+        details = await index.details(chunk)
+        match, rejected, unreadable = await verify(record, chunk, details, threshold, furniture)
+        placement.rejected += rejected
+        placement.unreadable += unreadable
+        if match is not None and (best is None or match.jaccard > best.jaccard):
+            best = match
+        if best is not None:
+            if best.jaccard >= NOVELTY:
+                break
+            rest = [c for c in rest if index.layout.estimate(c.equal) >= best.jaccard - PLAUSIBLE]
+        chunk, rest = rest, []
+    return best
 
 
 async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement:
