@@ -178,9 +178,12 @@ local function write_data(wid, a, banded)
     if banded then redis.call('HSET', key, 's', ARGV[a]) end
 end
 
+-- One string per candidate, so a reply of many candidates parses in few steps: rid, group,
+-- canonical (5 bytes each), fingerprint (8), sketch bytes shared (1), write id (8), the
+-- canonical's write id (8, absent when the group has no canonical).
 local function candidate_reply(r, g, same)
     local head = g.canonical > 0 and record(g.canonical)
-    return {r.rid, r.gid, g.canonical, r.fp, same, r.wid, head and head.wid or ''}
+    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. char(same) .. r.wid .. (head and head.wid or '')
 end
 
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
@@ -440,7 +443,29 @@ local function identity(a)
     return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
 end
 
+-- Arguments: pairs of (write id, its group's canonical's write id); one server only (the page data is
+-- in the script's reach). Per pair one string, so many candidates parse in few steps: six 4-byte
+-- lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
+local function details(a)
+    local out = {}
+    for i = a, #ARGV, 2 do
+        local f = redis.call('HMGET', DATA .. ARGV[i], 's', 'i', 'u', 'h')
+        if f[2] then
+            local blob, head_id, head_url = f[1] or '', f[2], f[3]
+            if ARGV[i + 1] ~= ARGV[i] then
+                local head = ARGV[i + 1] ~= '' and redis.call('HMGET', DATA .. ARGV[i + 1], 'i', 'u') or {}
+                head_id, head_url = head[1] or '', head[2] or ''
+            end
+            out[#out + 1] = pack('>I4I4I4I4I4I4', #blob, #f[2], #f[3], #f[4], #head_id, #head_url)
+                .. blob .. f[2] .. f[3] .. f[4] .. head_id .. head_url
+        else
+            out[#out + 1] = ''
+        end
+    end
+    return out
+end
+
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, join = join, confirm = confirm,
-                      find = find, erase = erase, close_due = close_due, identity = identity}
+                      find = find, erase = erase, close_due = close_due, identity = identity, details = details}
 
 return ENTRY_POINTS[ARGV[2]](3)

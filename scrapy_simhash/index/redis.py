@@ -8,6 +8,7 @@ its write id and, on a Redis Cluster, spreads over the nodes (docs/index.md has 
 from __future__ import annotations
 
 import re
+import struct
 from importlib.resources import files
 from typing import Any
 
@@ -38,6 +39,7 @@ _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="u
 # Groups closed per expiry call: each is one script call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
+_DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
 
 
@@ -120,9 +122,17 @@ class RedisIndex(Index):
         ]
 
     @staticmethod
-    def _candidate(reply: list) -> Candidate:
-        rid, gid, canonical, fingerprint, equal, key, canonical_key = reply
-        return Candidate(rid, gid, canonical, int.from_bytes(fingerprint, "big"), equal, key, canonical_key)
+    def _candidate(packed: bytes) -> Candidate:
+        """A candidate as ``candidate_reply`` in redis.lua packs it."""
+        return Candidate(
+            int.from_bytes(packed[0:5], "big"),
+            int.from_bytes(packed[5:10], "big"),
+            int.from_bytes(packed[10:15], "big"),
+            int.from_bytes(packed[15:23], "big"),
+            packed[23],
+            packed[24:32],
+            packed[32:40],
+        )
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -151,28 +161,59 @@ class RedisIndex(Index):
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
         if not candidates:
             return []
-        async with self.client.pipeline(transaction=False) as pipe:
-            for c in candidates:
-                pipe.hmget(self._data_key(c.key), "s", "i", "u", "h")
-                pipe.hmget(self._data_key(c.canonical_key), "i", "u")
-            replies = await pipe.execute()
+        rows = await (self._cluster_details(candidates) if self.cluster else self._server_details(candidates))
         out: list[Details | None] = []
-        for (blob, id_, url, host), (head_id, head_url) in zip(replies[0::2], replies[1::2]):
-            if id_ is None:
+        for row in rows:
+            if row is None:
                 out.append(None)
                 continue
-            hashes = self._hashes(blob)
+            blob, id_, url, host, head_id, head_url = row
             out.append(
                 Details(
                     id_.decode(),
                     url.decode(),
                     host.decode(),
-                    hashes,
-                    (head_id or b"").decode(),
-                    (head_url or b"").decode(),
+                    self._hashes(blob or None),
+                    head_id.decode(),
+                    head_url.decode(),
                 )
             )
         return out
+
+    async def _server_details(self, candidates: list[Candidate]) -> list[tuple[bytes, ...] | None]:
+        """Page data of candidates and their canonicals in one script call (``details`` in redis.lua)."""
+        packed = await self._call("details", *(key for c in candidates for key in (c.key, c.canonical_key)))
+        rows: list[tuple[bytes, ...] | None] = []
+        for row in packed:
+            if not row:
+                rows.append(None)
+                continue
+            at, fields = _DETAILS_HEAD.size, []
+            for length in _DETAILS_HEAD.unpack_from(row):
+                fields.append(row[at : at + length])
+                at += length
+            rows.append(tuple(fields))
+        return rows
+
+    async def _cluster_details(self, candidates: list[Candidate]) -> list[tuple[bytes, ...] | None]:
+        """Page data of candidates and their canonicals, read where a cluster keeps it: spread over
+        the nodes, out of a script's reach."""
+        heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for c in candidates:
+                pipe.hmget(self._data_key(c.key), "s", "i", "u", "h")
+            for key in heads:
+                pipe.hmget(self._data_key(key), "i", "u")
+            replies = await pipe.execute()
+        head_of = dict(zip(heads, replies[len(candidates) :]))
+        rows: list[tuple[bytes, ...] | None] = []
+        for c, (blob, id_, url, host) in zip(candidates, replies):
+            if id_ is None:
+                rows.append(None)
+                continue
+            head = (id_, url) if c.canonical_key == c.key else head_of.get(c.canonical_key, (None, None))
+            rows.append((blob or b"", id_, url, host, head[0] or b"", head[1] or b""))
+        return rows
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
