@@ -216,9 +216,10 @@ class Index(ABC):
         """Refuse an index of another schema, layout or fingerprint version: read with this one's
         rules, its records would silently stop matching."""
         if stored.get("schema") != str(SCHEMA):
+            built = f"has key schema {stored['schema']}" if stored.get("schema") else "was built by an earlier version"
             raise ValueError(
-                f"{where} has key schema {stored.get('schema') or 'unknown'}; this version of scrapy-simhash "
-                f"reads schema {SCHEMA}: build a new index (another SIMHASH_INDEX_URL or SIMHASH_KEY_PREFIX)"
+                f"{where} {built} of scrapy-simhash; this version reads schema {SCHEMA}: build a new index"
+                " (another SIMHASH_INDEX_URL or SIMHASH_KEY_PREFIX)"
             )
         if stored.get("fingerprint") != str(FINGERPRINT_VERSION):
             raise ValueError(

@@ -173,13 +173,11 @@ class SQLiteIndex(Index):
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
             db = self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()
             raise IndexOpenError(f"cannot open {self.path}: {exc}") from None
         try:
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA secure_delete=ON")  # erased pages are overwritten, not left in free pages
             with self._transaction():
                 if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
                     for statement in filter(str.strip, _SCHEMA.split(";")):
@@ -188,6 +186,10 @@ class SQLiteIndex(Index):
                 has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
                 stored = dict(db.execute("SELECT name, value FROM meta")) if has_meta else {}
                 self._check_identity(stored, f"index {self.location}")
+            # Only once the file is known to be ours: a refused file is left as it was.
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA secure_delete=ON")  # erased pages are overwritten, not left in free pages
         except BaseException:
             self._disconnect()
             raise

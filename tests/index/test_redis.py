@@ -30,7 +30,7 @@ async def opened(url: str, prefix: str = "simhash:{s}", **options):
 async def test_an_index_of_another_schema_is_refused(throwaway_redis):
     admin = throwaway_redis.client()
     admin.hset("simhash:{s}:meta", mapping={"schema": "2", "layout": "SampledLayout(tables=16, ...)"})
-    with pytest.raises(ValueError, match="key schema 2; this version of scrapy-simhash reads schema 3"):
+    with pytest.raises(ValueError, match="key schema 2 of scrapy-simhash; this version reads schema 3"):
         await opened(throwaway_redis.url)
     admin.close()
 
