@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scrapy_simhash.index import Candidate, Details, Erased, Exact, Index, Joined, Lookup, Record
+from scrapy_simhash.index import Candidate, Details, Erased, Exact, GroupGone, Index, Joined, Lookup, Record
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -124,8 +124,8 @@ class GuardedIndex:
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, self.max_delay)
                 continue
-            except (asyncio.CancelledError, IndexUnavailable):
-                raise
+            except (asyncio.CancelledError, IndexUnavailable, GroupGone):
+                raise  # GroupGone is an answer (the matched record went meanwhile): judging looks again
             except Exception as exc:  # permanent: a refused command, corrupt data, a wrong schema
                 self.stats.inc_value("simhash/index_errors")
                 raise self._unavailable(method, exc, attempts + 1, report) from None

@@ -160,3 +160,24 @@ async def test_an_item_indexed_but_never_scraped_is_not_its_own_duplicate_on_the
         assert not await feed(rerun, {"url": "https://s/copy", "body_text": text})
     finally:
         await rerun.close_spider()
+
+
+async def test_a_match_erased_before_the_join_is_looked_up_again_not_passed_unchecked(settings):
+    pipeline = await open_pipeline(settings())
+    text = article(9)
+    index = pipeline.index.index
+    read_details = index.details
+
+    async def details_then_erase(candidates):  # the erasure (or expiry) lands between lookup and join
+        found = await read_details(candidates)
+        await index.erase("https://a.example/first")
+        return found
+
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/first", "body_text": text})
+        index.details = details_then_erase
+        assert await feed(pipeline, {"url": "https://a.example/second", "body_text": text})
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/unique"] == 2 and stats["simhash/unchecked"] == 0 and stats["simhash/index_errors"] == 0
