@@ -1,163 +1,422 @@
-"""Band index at scale: lookup latency, candidates scanned and recall of planted near-duplicates.
+"""The index at scale: server time and rate of lookups, and bytes per record, against commit 1a0d52b.
 
-Fills each backend (SQLite file, Redis of this script's own) with random fingerprints, growing
-through 10k, 100k and 1M records, and at each size looks up near-duplicates of stored records
-(planted at every distance up to the layout's max distance) and random fingerprints. Block layouts
-must find 100% of them (their guarantee covers distance 3); a sampled layout's expected recall, from
-``Layout.collision_probability``, is printed beside its measured one. Records
-carry no verification hashes here: this measures the bands, not the record store. Latency is per
-lookup, one at a time; "scanned" counts bucket members the lookup had to compare (read outside the
-timing). The baseline is the 4-block layout, measured in the same run.
+    python benchmarks/index.py [--sizes 100000,1000000,10000000] [--lookups 2000] [--near 200]
+                               [--backends redis,sqlite] [--sqlite-max 1000000] [--before-tree /tmp/simhash-before]
 
-    python benchmarks/index.py [--max-records 1000000] [--queries 1000] [--backends sqlite,redis]
+Fills each backend (a redis-server of this run's own on a free port, a SQLite file in a temporary
+folder) through 100k, 1M and 10M records, and at each size:
+
+* looks up ``--lookups`` new random records one at a time (``check_and_add``, which inserts them, as
+  a crawl does with a page it has not seen) and ``--near`` near-duplicates of stored records (found:
+  candidates, nothing inserted), and prints the client's lookups/s and latency, and on Redis the
+  server's time per lookup, read two ways: INFO commandstats ``usec_per_call`` of EVALSHA (the
+  script's run) and the redis-server process's CPU time (INFO ``used_cpu_*``) over the lookups / N,
+  which also counts reading and writing the sockets;
+* prints bytes per record: Redis ``used_memory`` above the empty server's / records, and the SQLite
+  file's size after a WAL checkpoint / records.
+
+The records are simulated, since filling real pages is far too slow on a small machine: random
+sketches (22 x 6 random bytes, set on the Record directly: no verification hashes, so each record
+stores an empty verification blob; a real page adds its blob, ~2.9 bytes per shingle hash, in both
+versions alike) and random 64-bit fingerprints, with a URL-like id of ~40 characters. A random
+sketch shares no band with any other, so the buckets a new record reads are empty: this measures
+the index's cost at its size, not candidate verification. A near-duplicate is a stored record's
+sketch with 8 of its 132 bytes changed (Jaccard estimate ~0.94). The fill goes the fastest honest
+way: the same EVALSHA calls, with the same arguments, as ``RedisIndex.check_and_add`` sends, many
+pipelined (in SQLite the index's own transaction per record, on its thread, without asyncio hops).
+
+The baseline is today's layout, i.e. the code at commit 1a0d52b (a git worktree at
+``--before-tree``; made when missing): its calibrated default, 16 sampled tables x 16 bits with
+multi-probe over SimHash fingerprints, max distance 18, measured in the same run by the same
+harness through ``benchmarks/index_before.py``, a subprocess that imports the old tree. Its fill
+uses its own ``add`` (its client batches calls in flight by itself), its near-duplicates are a
+stored fingerprint with 0..18 bits flipped. Ratios printed are new / before, and each version's
+largest size / smallest.
+
+SQLite stops at ``--sqlite-max`` records (default 1M: its fill runs at a few thousand records per
+second, 10M would take hours). The package is imported by the drivers only, not at the top of this
+file, so that index_before.py can reuse the harness with the old tree on its path.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import redis
 
-from pipeline import throwaway_redis
-from scrapy_simhash.index import Record, open_index
-from scrapy_simhash.index.codec import to_signed
-from scrapy_simhash.index.redis import field_width
-from scrapy_simhash.layout import BlockLayout, Layout, SampledLayout
-
-SIZES = (10_000, 100_000, 1_000_000)
-# name -> (layout, max distance). "auto" is what SIMHASH_MAX_DISTANCE = "auto" chooses at the default
-# Jaccard threshold (README "Quality and calibration"); 14 x 11 bits is what it chose before sampled
-# tables could multi-probe.
-LAYOUTS: dict[str, tuple[Layout, int]] = {
-    "4 blocks": (BlockLayout(bands=4), 3),
-    "2 blocks + multi-probe": (BlockLayout(bands=2, multiprobe=True), 3),
-    "sampled 8 x 16 bits": (SampledLayout(8, 16, seed=1), 3),
-    "sampled 14 x 11 bits": (SampledLayout(14, 11), 18),
-    "auto: 16 x 16 bits + multi-probe": (SampledLayout(16, 16, multiprobe=True), 18),
-}
+SIZES = (100_000, 1_000_000, 10_000_000)
+BEFORE_COMMIT = "1a0d52b"
+REPO = Path(__file__).resolve().parent.parent
+CHUNK = 10_000  # records are generated in chunks, each from its own seed: any record can be made again
+SEED, QUERY_SEED, NEAR_SEED = 1, 2, 3
+FILL_BATCH = 500  # script calls per pipeline; FILL_PIPELINES of them in flight
+FILL_PIPELINES = 4
+NEAR_BYTES = 8  # sketch bytes a near-duplicate changes (of 132)
 
 
-def flip(rng: random.Random, fingerprint: int, distance: int) -> int:
-    for position in rng.sample(range(64), distance):
-        fingerprint ^= 1 << position
-    return fingerprint
+def url_of(kind: str, i: int) -> str:
+    """A URL-like id: a few hundred hosts, so ids look like a crawl's."""
+    return f"https://site{i % 499}.example/{kind}/{i:08d}"
 
 
-def scanned_counter(backend: str, location: str, prefix: str, layout: Layout):
-    """Bucket members a lookup of a fingerprint compares, read straight from the store."""
-    if backend == "sqlite":
-        db = sqlite3.connect(location)
-
-        def count(fp: int) -> int:
-            return sum(
-                db.execute("SELECT COUNT(*) FROM bands WHERE tbl = ? AND key = ?", (t, to_signed(k))).fetchone()[0]
-                for t, k in layout.probe_keys(fp)
-            )
-
-        return count
-    client = redis.Redis.from_url(location)
-
-    width = field_width(layout)
-
-    def count(fp: int) -> int:
-        # Table t's buckets are fields of the hash P:b:<t>, 8 bytes a member (README "The band index").
-        pipe = client.pipeline(transaction=False)
-        for t, k in layout.probe_keys(fp):
-            pipe.hstrlen(f"{prefix}:b:{t}", k.to_bytes(width, "big"))
-        return sum(pipe.execute()) // 8
-
-    return count
+def host_of(url: str) -> str:
+    return url.split("/")[2]
 
 
-async def fill(index, fingerprints: list[int], start: int, stop: int) -> None:
-    empty = np.empty(0, dtype=np.uint32)
-    queue = iter(range(start, stop))
+def random_rows(seed: int, start: int, stop: int, width: int) -> np.ndarray:
+    """Rows ``start..stop`` of an endless table of random bytes (``width`` per row), made chunk by chunk."""
+    out = []
+    for chunk in range(start // CHUNK, (stop - 1) // CHUNK + 1):
+        rows = np.random.default_rng([seed, chunk]).integers(0, 256, (CHUNK, width), dtype=np.uint8)
+        lo, hi = max(start - chunk * CHUNK, 0), min(stop - chunk * CHUNK, CHUNK)
+        out.append(rows[lo:hi])
+    return np.concatenate(out) if out else np.empty((0, width), np.uint8)
 
-    async def worker() -> None:
-        for i in queue:
-            await index.add(Record(id=f"r{i}", fingerprint=fingerprints[i], shingles=empty))
 
-    await asyncio.gather(*(worker() for _ in range(32)))
+def fingerprint_of(row: np.ndarray) -> int:
+    return int.from_bytes(row[:8].tobytes(), "big")
+
+
+class Driver(Protocol):
+    """One version of the index, on one backend, as the harness drives it."""
+
+    label: str
+
+    async def open(self) -> None: ...
+
+    async def fill(self, start: int, stop: int) -> int:
+        """Add records ``start..stop``; return how many found candidates instead (0 for random ones)."""
+
+    def new_queries(self, size: int, count: int) -> list:
+        """``count`` new random records to look up at ``size`` (made before the clock starts)."""
+
+    def near_queries(self, size: int, targets: list[int]) -> list:
+        """A near-duplicate of each stored record of ``targets``."""
+
+    async def lookup(self, query: Any) -> bool:
+        """One lookup (a new record is added); True when a near-duplicate's target is a candidate."""
+
+    async def count(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+# -- measuring -------------------------------------------------------------------------------------
+
+
+def server_cpu(admin: redis.Redis) -> float:
+    cpu = admin.info("cpu")
+    return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+
+
+async def timed(calls: list[Callable[[], Awaitable[Any]]], admin: redis.Redis | None) -> tuple[dict, list]:
+    """Run ``calls`` one at a time: client rate and latency, and the server's time when on Redis."""
+    if admin is not None:
+        admin.config_resetstat()
+        cpu = server_cpu(admin)
+    latencies, answers = [], []
+    started = time.perf_counter()
+    for call in calls:
+        at = time.perf_counter()
+        answers.append(await call())
+        latencies.append(time.perf_counter() - at)
+    wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    out = {"n": len(calls), "per_s": len(calls) / wall, "p50_ms": float(np.percentile(ms, 50)),
+           "p99_ms": float(np.percentile(ms, 99))}
+    if admin is not None:
+        out["cpu_us"] = (server_cpu(admin) - cpu) / len(calls) * 1e6
+        evalsha = admin.info("commandstats").get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+        out["evalsha_us"] = evalsha["usec"] / max(evalsha["calls"], 1)
+        out["evalsha_per_lookup"] = evalsha["calls"] / len(calls)
+        # Commands a script runs are counted too (inside its time): the work a lookup asks of the server.
+        stats = admin.info("commandstats")
+        inner = sum(s["calls"] for name, s in stats.items() if not name.startswith(("cmdstat_evalsha", "cmdstat_info",
+                                                                                  "cmdstat_config")))
+        out["commands_per_lookup"] = inner / len(calls)
+    return out, answers
+
+
+def sqlite_bytes(path: Path) -> int:
+    """The database file's size once its WAL is copied in (the WAL is then empty)."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 async def measure(
-    index, layout: Layout, max_distance: int, fingerprints: list[int], size: int, queries: int, scanned
-) -> dict:
-    rng = random.Random(size)
-    latencies, scans, hits, planted, expected = [], [], 0, 0, []
-    for q in range(queries):
-        if q % 2 == 0:
-            target = rng.randrange(size)
-            distance = rng.randint(0, max_distance)
-            expected.append(layout.collision_probability(distance))
-            query = flip(rng, fingerprints[target], distance)
-        else:
-            target, query = None, rng.getrandbits(64)
-        started = time.perf_counter()
-        found = await index.candidates(query, max_distance)
-        latencies.append(time.perf_counter() - started)
-        scans.append(scanned(query))
-        if target is not None:
-            planted += 1
-            hits += any(c.record_id == f"r{target}" for c in found)
-    ms = np.array(latencies) * 1000
-    return {"p50": np.percentile(ms, 50), "p99": np.percentile(ms, 99), "scanned": np.mean(scans),
-            "recall": hits / planted, "expected": np.mean(expected)}
-
-
-async def run_backend(
-    backend: str, location: str, layouts: dict[str, tuple[Layout, int]], sizes: list[int], queries: int
+    driver: Driver, backend: str, location: str, sizes: list[int], lookups: int, near: int,
+    report: Callable[[dict], None],
 ) -> None:
-    rng = random.Random(0)
-    fingerprints = [rng.getrandbits(64) for _ in range(max(sizes))]
-    for name, (layout, max_distance) in layouts.items():
-        if backend == "sqlite":
-            path = Path(location) / f"{name.replace(' ', '-')}.db"
-            index, url, prefix = open_index(f"sqlite:///{path}", layout=layout), str(path), ""
+    """Fill ``driver`` through ``sizes``, measuring at each; ``report`` gets one dict per size."""
+    admin = redis.Redis.from_url(location) if backend == "redis" else None
+    await driver.open()
+    empty = admin.info("memory")["used_memory"] if admin else 0
+    filled = 0
+    for size in sizes:
+        started = time.perf_counter()
+        found = await driver.fill(filled, size)
+        fill_rate = (size - filled) / (time.perf_counter() - started)
+        filled = size
+        records = await driver.count()  # the fill's, and what earlier lookups added
+        if admin:
+            used = admin.info("memory")["used_memory"] - empty
         else:
-            prefix = f"bench:{{{name.replace(' ', '-')}}}"
-            index, url = open_index(location, layout=layout, key_prefix=prefix), location
-        scanned = scanned_counter(backend, url, prefix, layout)
-        filled = 0
-        for size in sizes:
-            started = time.perf_counter()
-            await fill(index, fingerprints, filled, size)
-            fill_rate = (size - filled) / (time.perf_counter() - started)
-            filled = size
-            r = await measure(index, layout, max_distance, fingerprints, size, queries, scanned)
-            print(f"{backend:6s} {name:24s} d<={max_distance:<2d} {size:>9,d}  "
-                  f"p50 {r['p50']:6.2f} ms  p99 {r['p99']:6.2f} ms  scanned {r['scanned']:8.1f}  "
-                  f"planted recall {r['recall']:6.1%} (expected {r['expected']:6.1%})  "
-                  f"(fill {fill_rate:,.0f} records/s)",
-                  flush=True)
-        await index.close()
+            used = sqlite_bytes(Path(location))
+        queries = driver.new_queries(size, lookups)
+        new, _ = await timed([lambda q=q: driver.lookup(q) for q in queries], admin)
+        targets = [int(t) for t in np.random.default_rng([NEAR_SEED, size]).integers(0, size, near)]
+        queries = driver.near_queries(size, targets)
+        dup, hits = await timed([lambda q=q: driver.lookup(q) for q in queries], admin)
+        report({"label": driver.label, "backend": backend, "size": size, "records": records,
+                 "fill_per_s": fill_rate, "fill_candidates": found, "bytes_per_record": used / records,
+                 "new": new, "near": dup, "near_found": sum(hits) / max(near, 1)})
+    await driver.close()
+    if admin:
+        admin.close()
+
+
+def show(r: dict) -> None:
+    """One size's figures, as they come."""
+    new, near = r["new"], r["near"]
+    line = (f"  {r['label']:7s} {r['backend']:6s} {r['size']:>11,d}  fill {r['fill_per_s']:7,.0f}/s  "
+            f"{r['bytes_per_record']:6.0f} B/record  new: {new['per_s']:6,.0f}/s p50 {new['p50_ms']:6.3f} ms "
+            f"p99 {new['p99_ms']:6.3f} ms")
+    if "evalsha_us" in new:
+        line += f"  server {new['evalsha_us']:7.1f} us (evalsha) {new['cpu_us']:7.1f} us (cpu)"
+        if "commands_per_lookup" in new:
+            line += f" {new['commands_per_lookup']:5.0f} commands"
+    line += f"  | near: {near['per_s']:6,.0f}/s found {r['near_found']:5.1%}"
+    if "evalsha_us" in near:
+        line += f" server {near['evalsha_us']:7.1f} us (evalsha) {near['cpu_us']:7.1f} us (cpu)"
+        if "commands_per_lookup" in near:
+            line += f" {near['commands_per_lookup']:5.0f} commands"
+    print(line, flush=True)
+
+
+@contextmanager
+def batched(index: Any) -> Iterator[None]:
+    """One transaction for many of a SQLite index's steps: each step's own ``BEGIN IMMEDIATE`` ..
+    ``COMMIT`` would write every page it touched to the WAL again, which bounds a fill at a few
+    hundred records per second. The statements, and so the file, are the same."""
+    db = index._db
+    db.execute("BEGIN IMMEDIATE")
+    index._transaction = lambda: nullcontext(db)  # shadows the method: the steps run in this transaction
+    try:
+        yield
+    finally:
+        del index._transaction
+        db.execute("COMMIT")
+
+
+# -- this version ----------------------------------------------------------------------------------
+
+
+class NewDriver:
+    """The current package: the calibrated default layout (22 bands x 6 rows at Jaccard 0.82, recall 0.99)."""
+
+    label = "new"
+
+    def __init__(self, backend: str, location: str) -> None:
+        from scrapy_simhash.calibration import layout_for
+        from scrapy_simhash.index import open_index
+
+        self.layout = layout_for(0.82, 0.99, None)
+        url = location if backend == "redis" else f"sqlite:///{location}"
+        self.backend = backend
+        self.index = open_index(url, layout=self.layout, key_prefix="bench:{index}")
+
+    def _record(self, url: str, row: np.ndarray):
+        from scrapy_simhash.index import Record
+
+        record = Record(id=url, url=url, fingerprint=fingerprint_of(row), host=host_of(url))
+        record._sketch = (self.layout, row[8:].tobytes())  # a random sketch in place of hashed text
+        return record
+
+    def _records(self, start: int, stop: int) -> list:
+        rows = random_rows(SEED, start, stop, 8 + self.layout.size)
+        return [self._record(url_of("page", i), row) for i, row in zip(range(start, stop), rows)]
+
+    async def open(self) -> None:
+        await self.index.open()
+
+    async def fill(self, start: int, stop: int) -> int:
+        found = 0
+        for at in range(start, stop, CHUNK):
+            records = self._records(at, min(at + CHUNK, stop))
+            if self.backend == "sqlite":
+                found += await self.index._run(self._fill_sqlite, records)
+            else:
+                batches = [records[i : i + FILL_BATCH] for i in range(0, len(records), FILL_BATCH)]
+                for i in range(0, len(batches), FILL_PIPELINES):
+                    replies = await asyncio.gather(*(self._fill_redis(b) for b in batches[i : i + FILL_PIPELINES]))
+                    found += sum(reply[1] == 0 for batch in replies for reply in batch)
+        return found
+
+    def _fill_sqlite(self, records: list) -> int:
+        """On the index's thread: ``check_and_add``'s own statements for each record, committed together."""
+        with batched(self.index):
+            return sum(self.index._check_and_add(r, r.sketch(self.layout), 0).added is None for r in records)
+
+    async def _fill_redis(self, records: list) -> list:
+        """The EVALSHA calls ``RedisIndex.check_and_add`` makes for these records, pipelined."""
+        index = self.index
+        async with index.client.pipeline(transaction=False) as pipe:
+            for r in records:
+                pipe.evalsha(index._script.sha, len(index._route), *index._route, index.prefix, "check_add", 0,
+                             r.sketch(self.layout), *index._record_args(r), *index._page_data(r))
+            return await pipe.execute()
+
+    def new_queries(self, size: int, count: int) -> list:
+        rows = random_rows(QUERY_SEED + size, 0, count, 8 + self.layout.size)
+        return [(self._record(url_of(f"new-{size}", n), row), None) for n, row in enumerate(rows)]
+
+    def near_queries(self, size: int, targets: list[int]) -> list:
+        queries = []
+        for n, target in enumerate(targets):
+            stored = random_rows(SEED, target, target + 1, 8 + self.layout.size)[0]
+            rng = np.random.default_rng([NEAR_SEED, size, n])
+            row = stored.copy()
+            at = 8 + rng.choice(self.layout.size, NEAR_BYTES, replace=False)
+            row[at] ^= rng.integers(1, 256, NEAR_BYTES, dtype=np.uint8)  # a different byte at each
+            row[:8] = rng.integers(0, 256, 8, dtype=np.uint8)
+            queries.append((self._record(url_of(f"near-{size}", n), row), fingerprint_of(stored)))
+        return queries
+
+    async def lookup(self, query: tuple) -> bool:
+        record, target = query
+        lookup = await self.index.check_and_add(record)
+        return any(c.fingerprint == target for c in lookup.candidates)
+
+    async def count(self) -> int:
+        return await self.index.count()
+
+    async def close(self) -> None:
+        await self.index.close()
+
+
+# -- the baseline: the old tree in a subprocess ----------------------------------------------------
+
+
+def before_tree(path: Path) -> Path:
+    if not (path / "scrapy_simhash").is_dir():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), BEFORE_COMMIT], check=True)
+    return path
+
+
+def run_before(tree: Path, backend: str, location: str, args: argparse.Namespace) -> Iterator[dict]:
+    """index_before.py on the old tree: its figures, one JSON line per size, shown as they come."""
+    command = [sys.executable, str(Path(__file__).with_name("index_before.py")), "--backend", backend,
+               "--location", location, "--sizes", ",".join(map(str, args.sizes)),
+               "--lookups", str(args.lookups), "--near", str(args.near)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
+        for line in child.stdout:
+            yield json.loads(line)
+    if child.returncode:
+        raise RuntimeError(f"index_before.py failed (exit {child.returncode})")
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def location(backend: str, name: str) -> Iterator[str]:
+    if backend == "redis":
+        from pipeline import throwaway_redis  # benchmarks/pipeline.py
+
+        with throwaway_redis() as url:
+            yield url
+    else:
+        with tempfile.TemporaryDirectory(prefix="simhash-index-") as folder:
+            yield str(Path(folder) / f"{name}.db")
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:6.2f}x" if b else "   n/a"
+
+
+def summary(results: dict[tuple[str, str], list[dict]]) -> None:
+    print("\nSummary (simulated records: random sketches / fingerprints, no verification hashes)")
+    for backend in ("redis", "sqlite"):
+        new, old = results.get(("new", backend), []), results.get(("before", backend), [])
+        if not new:
+            continue
+        print(f"\n{backend}: per size, new | before {BEFORE_COMMIT} | new/before")
+        rows = [("bytes per record", lambda r: r["bytes_per_record"], "{:9.0f}"),
+                ("new-record lookups/s (client)", lambda r: r["new"]["per_s"], "{:9,.0f}"),
+                ("near-duplicate lookups/s", lambda r: r["near"]["per_s"], "{:9,.0f}"),
+                ("near-duplicates found", lambda r: 100 * r["near_found"], "{:8.1f}%")]
+        if backend == "redis":
+            rows[1:1] = [("server us/lookup, evalsha", lambda r: r["new"]["evalsha_us"], "{:9.1f}"),
+                         ("server us/lookup, cpu", lambda r: r["new"]["cpu_us"], "{:9.1f}"),
+                         ("near: server us, evalsha", lambda r: r["near"]["evalsha_us"], "{:9.1f}")]
+        by_size = {r["size"]: r for r in old}
+        for name, get, fmt in rows:
+            print(f"  {name}")
+            for r in new:
+                before = by_size.get(r["size"])
+                other = fmt.format(get(before)) if before else "      n/a"
+                print(f"    {r['size']:>11,d}  {fmt.format(get(r))} | {other} | "
+                      f"{ratio(get(r), get(before)) if before else '   n/a'}")
+        for label, rs in (("new", new), (f"before {BEFORE_COMMIT}", old)):
+            if len(rs) > 1:
+                big, small = rs[-1], rs[0]
+                growth = ", ".join(f"{name} {ratio(get(big), get(small)).strip()}" for name, get, _ in rows[:-1])
+                print(f"  {label}: {big['size']:,} / {small['size']:,}: {growth}")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-records", type=int, default=max(SIZES))
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--backends", default="sqlite,redis")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated names of LAYOUTS")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
+    parser.add_argument("--lookups", type=int, default=2000, help="new random records looked up per size")
+    parser.add_argument("--near", type=int, default=200, help="near-duplicates looked up per size")
+    parser.add_argument("--backends", default="redis,sqlite")
+    parser.add_argument("--sqlite-max", type=int, default=1_000_000, help="largest size filled in SQLite")
+    parser.add_argument("--before-tree", type=Path, default=Path("/tmp/simhash-before"),
+                        help=f"a worktree of commit {BEFORE_COMMIT} (made when missing)")
+    parser.add_argument("--no-before", action="store_true", help="measure this version only")
     args = parser.parse_args()
-    sizes = [s for s in SIZES if s <= args.max_records] or [args.max_records]
-    layouts = {name: LAYOUTS[name] for name in args.layouts.split(",")}
-    print(f"{args.queries} lookups per size, half planted near-duplicates at distance 0..max distance "
-          f"(3; 18 for the calibrated layout), half random")
+    tree = None if args.no_before else before_tree(args.before_tree)
+    print(f"Simulated records (random sketches / fingerprints, no verification hashes); {args.lookups} "
+          f"new-record and {args.near} near-duplicate lookups per size, one at a time. Baseline: commit "
+          f"{BEFORE_COMMIT} (16 x 16-bit sampled tables, multi-probe, distance 18) in the same run.", flush=True)
+    results: dict[tuple[str, str], list[dict]] = {}
+    started = time.perf_counter()
     for backend in args.backends.split(","):
-        if backend == "sqlite":
-            with tempfile.TemporaryDirectory(prefix="simhash-bench-") as folder:
-                await run_backend("sqlite", folder, layouts, sizes, args.queries)
-        else:
-            with throwaway_redis() as url:
-                await run_backend("redis", url, layouts, sizes, args.queries)
+        sizes = args.sizes if backend == "redis" else [s for s in args.sizes if s <= args.sqlite_max]
+        if len(sizes) < len(args.sizes):
+            print(f"  {backend}: sizes above {args.sqlite_max:,} skipped (--sqlite-max)", flush=True)
+        run = argparse.Namespace(**{**vars(args), "sizes": sizes})
+        for label in ("new", "before") if tree else ("new",):
+            rs = results.setdefault((label, backend), [])
+            with location(backend, label) as where:
+                if label == "new":
+                    def report(r: dict, rs: list = rs) -> None:
+                        rs.append(r)
+                        show(r)
+
+                    await measure(NewDriver(backend, where), backend, where, sizes, args.lookups, args.near, report)
+                else:
+                    for r in run_before(tree, backend, where, run):
+                        rs.append(r)
+                        show(r)
+    summary(results)
+    print(f"\n(total {time.perf_counter() - started:,.0f} s)")
 
 
 if __name__ == "__main__":
