@@ -53,6 +53,7 @@ class GuardedIndex:
         self.stats = stats
         self.consequence = consequence  # what happens to an item the index could not judge, for the log
         self._open = False
+        self._in_flight = asyncio.Semaphore(index.max_in_flight)
         self._failing_since: float | None = None
         self._failed_items = 0
         self._summarised_at = 0.0
@@ -113,9 +114,10 @@ class GuardedIndex:
         delay, attempts = self.delay, 0
         while True:
             try:
-                if not self._open and method != self._open_index:
-                    await self._open_index()
-                result = await method(*args)
+                async with self._in_flight:
+                    if not self._open and method != self._open_index:
+                        await self._open_index()
+                    result = await method(*args)
             except self.index.transient_errors as exc:
                 self.stats.inc_value("simhash/index_errors")
                 attempts += 1

@@ -191,6 +191,9 @@ class Index(ABC):
 
     #: Failures a retry may cure (a network blip, a locked database); each backend names its own.
     transient_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+    #: Calls a crawl may have in flight at once; more wait their turn. redis-py's asyncio pools
+    #: (100 connections a server) refuse a connection past their size instead of waiting for one.
+    max_in_flight: ClassVar[int] = 64
 
     def __init__(
         self, *, location: str, layout: Layout, retention: Retention, max_hashes: int, create: bool, session: bytes

@@ -181,3 +181,17 @@ async def test_a_match_erased_before_the_join_is_looked_up_again_not_passed_unch
         await pipeline.close_spider()
     stats = simhash_stats(pipeline)
     assert stats["simhash/unique"] == 2 and stats["simhash/unchecked"] == 0 and stats["simhash/index_errors"] == 0
+
+
+async def test_more_items_in_flight_than_the_client_has_connections_all_get_judged(settings):
+    """Scrapy lets CONCURRENT_ITEMS (100) items of each response into the pipeline at once; redis-py's
+    asyncio pools refuse a connection past 100 instead of waiting for one."""
+    pipeline = await open_pipeline(settings())
+    items = [{"url": f"https://a.example/{n}", "body_text": article(n % 150)} for n in range(300)]
+    try:
+        await asyncio.gather(*(feed(pipeline, item) for item in items))
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/index_errors"] == 0 and stats["simhash/unchecked"] == 0
+    assert stats["simhash/unique"] == 150
