@@ -63,6 +63,10 @@ class GuardedIndex:
     def layout(self) -> Layout:
         return self.index.layout
 
+    @property
+    def lease(self) -> float:
+        return self.index.lease
+
     async def open(self) -> None:
         """Open the index now (one attempt and its retries); the caller reports a failure."""
         await self._call(self._open_index, report=False)
@@ -70,6 +74,9 @@ class GuardedIndex:
     async def _open_index(self) -> None:
         await self.index.open()
         self._open = True
+
+    async def keep_alive(self) -> None:
+        await self._call(self.index.keep_alive)
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         return await self._call(self.index.check_and_add, record, since)

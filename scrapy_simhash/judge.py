@@ -7,6 +7,7 @@ near-duplicates in flight at once cannot both become canonical.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,7 +18,7 @@ from scrapy_simhash.fingerprint import jaccard_hashes
 from scrapy_simhash.index import Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
 from scrapy_simhash.layout import Layout
 
-__all__ = ["NOVELTY", "Placement", "Verified", "place", "place_exact", "verify"]
+__all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "place_exact", "verify"]
 
 #: A duplicate is kept findable (its band keys indexed) when its best match is below this Jaccard:
 #: it then reaches pages its group's other records do not (a page drifting release after release).
@@ -34,10 +35,15 @@ MAX_RESTARTS = 3
 Furniture = Callable[[str], Awaitable[np.ndarray]]
 
 
+class InFlightElsewhere(Exception):
+    """The same page stayed pending in another live crawl for longer than a lease, twice over."""
+
+
 class Judged(Protocol):
     """The index calls judging needs (an :class:`~scrapy_simhash.index.Index` or its guard)."""
 
     layout: Layout
+    lease: float
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup: ...
 
@@ -46,6 +52,21 @@ class Judged(Protocol):
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined: ...
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact: ...
+
+
+class _BusyWait:
+    """Waits between lookups while the same page is pending in another live crawl: that crawl
+    confirms its item within about a second of scraping it, or its lease lapses if it died."""
+
+    def __init__(self, lease: float) -> None:
+        self.lease, self.delay, self.waited = lease, 0.05, 0.0
+
+    async def again(self, record: Record) -> None:
+        if self.waited >= 2 * self.lease:
+            raise InFlightElsewhere(f"{record.id} stayed pending in another crawl for {self.waited:.0f} s")
+        await asyncio.sleep(self.delay)
+        self.waited += self.delay
+        self.delay = min(2 * self.delay, 1.0)
 
 
 @dataclass(frozen=True)
@@ -116,9 +137,13 @@ async def place(
     index: Judged, record: Record, threshold: float, furniture: Furniture | None = None
 ) -> Placement:
     """Add ``record`` as a new group's canonical, or join the group of its best verified match."""
-    since, placement, restarts = 0, Placement(), 0
+    since, placement, restarts, busy = 0, Placement(), 0, _BusyWait(index.lease)
     while True:
         lookup = await index.check_and_add(record, since)
+        if lookup.busy:
+            await busy.again(record)
+            since, placement = 0, Placement()
+            continue
         if lookup.added is not None:
             placement.added, placement.same_id = lookup.added, lookup.same_id
             return placement
@@ -170,8 +195,12 @@ async def _verify_best_first(
 
 async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement:
     """Short texts: join the group of the record holding the same normalised text, or start one."""
-    for _ in range(MAX_RESTARTS + 1):
+    restarts, busy = 0, _BusyWait(index.lease)
+    while True:
         exact = await index.check_and_add_exact(record, digest)
+        if exact.busy:
+            await busy.again(record)
+            continue
         if exact.holder is None:
             return Placement(added=exact.added)
         [data] = await index.details([exact.holder])
@@ -180,6 +209,8 @@ async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement
                 raise GroupGone(f"record {exact.holder.rid} is gone")
             joined = await index.join(record, exact.holder, banded=False)
         except GroupGone:
+            restarts += 1
+            if restarts > MAX_RESTARTS:
+                raise GroupGone(f"{record.id}: the record holding its text kept going away") from None
             continue
         return Placement(joined=joined, match=Verified(exact.holder, data, 1.0))
-    raise GroupGone(f"{record.id}: the record holding its text kept going away")

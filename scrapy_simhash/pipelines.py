@@ -25,7 +25,7 @@ from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
-from scrapy_simhash.judge import Placement, Verified, place, place_exact
+from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
 from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key
@@ -98,7 +98,7 @@ class SimhashPipeline:
         self.index: GuardedIndex | None = None
         self.merge_log: MergeLog | None = None
         self.review_log: MergeLog | None = None
-        self._expiry: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Future[None]] = []  # retention sweeps, lease renewals
         self._closing: asyncio.Future[None] | None = None
         self._rules: dict[int, Rule] = {}
         self._pending: dict[int, int] = {}  # id(item) -> rid of the canonical it became, until scraped
@@ -148,6 +148,7 @@ class SimhashPipeline:
                 retention=config.retention,
                 key_prefix=config.key_prefix,
                 max_hashes=config.max_chars,
+                lease=config.session_lease,
             )
         except ValueError as exc:
             self._cannot_open(str(exc))
@@ -180,7 +181,10 @@ class SimhashPipeline:
         except (OSError, ValueError) as exc:  # a directory that cannot be written, a malformed URI
             self._cannot_open(f"the merge or review log cannot be opened ({type(exc).__name__}: {exc})")
             return
-        self._expiry = asyncio.ensure_future(self._expire_periodically())
+        self._background = [
+            asyncio.ensure_future(self._expire_periodically()),
+            asyncio.ensure_future(self._keep_alive_periodically()),
+        ]
 
     def _cannot_open(self, reason: str) -> None:
         """An index or log that cannot be used at all: one error line, and the crawl closes cleanly;
@@ -194,8 +198,8 @@ class SimhashPipeline:
 
     async def close_spider(self) -> None:
         try:
-            if self._expiry is not None:
-                self._expiry.cancel()
+            for task in self._background:
+                task.cancel()
             if self.learner is not None:
                 await self.learner.close()
             await self._flush_confirmations()
@@ -238,6 +242,8 @@ class SimhashPipeline:
             match = await self._judge(item, page)
         except MergeNotLogged as exc:
             return self._pass_unchecked(item, "merge not logged", str(exc), logged=True)
+        except InFlightElsewhere as exc:
+            return self._pass_unchecked(item, "in flight in another crawl", str(exc))
         except IndexUnavailable as exc:
             if self.config.on_index_error == "fail":
                 self._close("simhash_index_error")
@@ -526,6 +532,17 @@ class SimhashPipeline:
                 await self.index.confirm(rids)
             except IndexUnavailable:
                 pass  # still pending: a rerun keeps these pages again rather than lose them
+
+    async def _keep_alive_periodically(self) -> None:
+        """Renew the index session's lease: while it holds, another crawl with the same page in flight
+        waits for this one's item instead of taking its pending record for a crashed crawl's."""
+        assert self.index is not None
+        while True:
+            await asyncio.sleep(self.config.session_lease / 3)
+            try:
+                await self.index.keep_alive()
+            except IndexUnavailable:
+                pass  # reported by the guard
 
     async def _expire_periodically(self) -> None:
         """Retention at open, then every SIMHASH_EXPIRE_INTERVAL seconds (0: at open only)."""

@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_INDEX_RETRIES": 2,
     "SIMHASH_INDEX_RETRY_DELAY": 0.1,
     "SIMHASH_EXPIRE_INTERVAL": 3600.0,
+    "SIMHASH_SESSION_LEASE": 30.0,
     # Audit
     "SIMHASH_MERGE_LOG": None,  # None: .scrapy/simhash/{spider}-merges.jsonl; "": off
     "SIMHASH_REVIEW_LOG": None,  # None: .scrapy/simhash/{spider}-review.jsonl; "": off
@@ -183,6 +184,7 @@ class SimhashSettings:
     index_retries: int
     index_retry_delay: float
     expire_interval: float
+    session_lease: float
     merge_log: str | None
     review_log: str | None
     review_margin: float
@@ -247,6 +249,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         index_retries=reader.number("SIMHASH_INDEX_RETRIES", int, 0),
         index_retry_delay=reader.number("SIMHASH_INDEX_RETRY_DELAY", float, 0.0),
         expire_interval=reader.number("SIMHASH_EXPIRE_INTERVAL", float, 0.0),
+        session_lease=reader.number("SIMHASH_SESSION_LEASE", float, 0.5),
         merge_log=log_uri("SIMHASH_MERGE_LOG", "merges"),
         review_log=log_uri("SIMHASH_REVIEW_LOG", "review"),
         review_margin=reader.number("SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),

@@ -67,6 +67,7 @@ def open_index(
     max_hashes: int = 1_000_000,
     create: bool = True,
     session: bytes | None = None,
+    lease: float = 30.0,
     clock: Callable[[], float] = time.time,
 ) -> Index:
     """The index at ``url``, not yet connected (``await index.open()`` connects and checks it).
@@ -74,7 +75,8 @@ def open_index(
     ``key_prefix`` names a Redis index's keys; ``max_hashes`` bounds the verification data read
     back (no text has more shingles than characters); ``create=False`` is for commands that only
     read: ``open()`` then raises ``IndexNotFound`` instead of creating an index. ``session`` tells
-    this crawl's pending records from a crashed one's (random by default); ``clock`` is for tests.
+    this crawl's pending records from others' (random by default), ``lease`` how long they count as a
+    live crawl's without a :meth:`~Index.keep_alive`; ``clock`` is for tests.
     """
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
@@ -88,4 +90,5 @@ def open_index(
         max_hashes=max_hashes,
         create=create,
         session=session if session is not None else os.urandom(4),
+        lease=lease,
     )

@@ -130,12 +130,15 @@ class Lookup(NamedTuple):
     candidates). ``seq`` is the last rid the lookup could see: pass it as ``since`` to ask again for
     records that arrived afterwards only. ``same_id``: other records already indexed under this id,
     (by this session, by earlier ones): a spider that gives several pages one id, or a recrawl.
+    ``busy``: nothing was done, because a record under this id is pending in another live session
+    (two crawls have the same page in flight): ask again once it is confirmed or that session is gone.
     """
 
     added: int | None
     candidates: list[Candidate]
     seq: int
     same_id: tuple[int, int] = (0, 0)
+    busy: bool = False
 
 
 class Exact(NamedTuple):
@@ -143,6 +146,7 @@ class Exact(NamedTuple):
 
     added: int | None
     holder: Candidate | None
+    busy: bool = False  # as in Lookup
 
 
 class Joined(NamedTuple):
@@ -185,8 +189,10 @@ class Index(ABC):
 
     Exactly one canonical per group, whatever the concurrency: :meth:`check_and_add` inserts a record
     only when no record newer than ``since`` is a candidate, atomically. A canonical is *pending*
-    until :meth:`confirm` (the pipeline confirms when Scrapy reports the item scraped); a pending
-    record of another session with the same id is a crashed crawl's, never a duplicate's canonical.
+    until :meth:`confirm` (the pipeline confirms when Scrapy reports the item scraped). Each session
+    holds a lease for ``lease`` seconds, renewed by :meth:`keep_alive`: a pending record of another
+    session under the same id is a crashed crawl's when that session's lease has lapsed (never a
+    duplicate's canonical then), and makes the lookup wait (``busy``) while it holds.
     """
 
     #: Failures a retry may cure (a network blip, a locked database); each backend names its own.
@@ -196,7 +202,15 @@ class Index(ABC):
     max_in_flight: ClassVar[int] = 64
 
     def __init__(
-        self, *, location: str, layout: Layout, retention: Retention, max_hashes: int, create: bool, session: bytes
+        self,
+        *,
+        location: str,
+        layout: Layout,
+        retention: Retention,
+        max_hashes: int,
+        create: bool,
+        session: bytes,
+        lease: float,
     ) -> None:
         self.location = location  # for messages: the URL without credentials
         self.layout = layout
@@ -204,6 +218,7 @@ class Index(ABC):
         self.max_hashes = max_hashes
         self.create = create
         self.session = session
+        self.lease = lease
 
     def _hashes(self, blob: bytes | None) -> np.ndarray | None:
         """Stored verification data, decoded within the bound; None for data that is not a blob."""
@@ -242,6 +257,10 @@ class Index(ABC):
     async def open(self) -> None:
         """Connect, create or check the schema and the layout; raise ``ValueError`` for an index of
         another schema, layout or fingerprint version, ``IndexNotFound`` where ``create`` is off."""
+
+    @abstractmethod
+    async def keep_alive(self) -> None:
+        """Renew this session's lease (call it every ``lease / 3`` seconds at least)."""
 
     @abstractmethod
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
@@ -296,7 +315,8 @@ class Index(ABC):
         """Records in the index."""
 
     @abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Give up the lease (this session's pending records are then a crashed crawl's) and disconnect."""
 
 
 class IndexNotFound(Exception):

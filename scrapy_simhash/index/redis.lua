@@ -19,6 +19,7 @@ local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flag
 local PER_BLOCK = 256
 local LIVE, BANDED, PENDING, EXACT = 1, 2, 4, 8
 local CLOSED = 1           -- group flag: being expired, joins refused
+local BUSY = -1            -- in place of an added rid: the id is pending in another live session
 
 -- Record ids (rids) are 5 bytes big-endian.
 local function r5(n)
@@ -156,9 +157,26 @@ local function set_expiry(g, now)
     if g.ttl > 0 then redis.call('ZADD', EXPIRY, now + g.ttl, g.gid) end
 end
 
--- A pending record of another session under this id: a crashed crawl's item, never scraped.
+-- A session holds a lease (a key with a TTL the client renews) while its crawl runs.
+local function live(session)
+    return redis.call('EXISTS', P .. ':live:' .. session) == 1
+end
+
+-- A pending record of another session under this id whose lease lapsed: a crashed crawl's item,
+-- never scraped.
 local function stale(r, idh, session)
-    return has(r.flags, PENDING) and r.session ~= session and r.idh == idh
+    return has(r.flags, PENDING) and r.session ~= session and r.idh == idh and not live(r.session)
+end
+
+-- A record under this id pending in another live session: the same page is in flight there.
+local function held(idh, session)
+    for _, rid in ipairs(hlist('i', idh)) do
+        local r = record(rid)
+        if r and r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session) then
+            return true
+        end
+    end
+    return false
 end
 
 -- The record this very call stored on an earlier attempt (its reply was lost), if any.
@@ -292,6 +310,7 @@ local function check_add(a)
     local seq = tonumber(redis.call('GET', SEQ) or '0')
     local mine = own_write(idh, wid)
     if mine then return {seq, mine.rid, 0, 0, {}} end
+    if held(idh, session) then return {seq, BUSY, 0, 0, {}} end
     QUERY = {byte(sketch, 1, K)}
     local seen, out = {}, {seq, 0, 0, 0, {}}
     for b = 1, BANDS do
@@ -317,6 +336,7 @@ local function check_add_exact(a)
     local digest, idh, wid, session = ARGV[a], ARGV[a + 4], ARGV[a + 2], ARGV[a + 3]
     local mine = own_write(idh, wid)
     if mine then return {0, mine.rid, 0, 0, {}} end
+    if held(idh, session) then return {0, BUSY, 0, 0, {}} end
     local key, field = sharded('x', digest)
     local holder = redis.call('HGET', key, field)
     if holder then

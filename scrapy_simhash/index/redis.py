@@ -39,6 +39,7 @@ _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="u
 # Groups closed per expiry call: each is one script call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
+_BUSY = -1  # BUSY in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
 
@@ -78,7 +79,9 @@ class RedisIndex(Index):
         self._data = f"{data_prefix}:d:".encode()
         self.client = async_client(url)
         self._script = self.client.register_script(_header(self.layout, data_prefix, not self.cluster) + _LUA)
-        self._route = [f"{key_prefix}:meta"]  # a key in the index's slot: where a cluster runs the script
+        self._route = [f"{key_prefix}:meta"]
+        self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the script's slot
+        self._leased = False  # a key in the index's slot: where a cluster runs the script
 
     async def _call(self, entry: str, *args: Any) -> Any:
         return await self._script(keys=self._route, args=[self.prefix, entry, *args])
@@ -148,12 +151,15 @@ class RedisIndex(Index):
             {name: value.decode() for name, value in stored.items() if value is not None},
             f"index {self.prefix!r} at {self.location}",
         )
+        await self.keep_alive()
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
         data = await self._write_data(record) if since == 0 else self._page_data(record)
         reply = await self._call("check_add", since, sketch, *self._record_args(record), *data)
         seq, added, this, earlier, stale = reply[:5]
+        if added == _BUSY:
+            return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
         candidates = sorted((self._candidate(c) for c in reply[5:]), key=lambda c: (-c.equal, c.rid))
         return Lookup(added or None, candidates, seq, (this, earlier))
@@ -233,6 +239,8 @@ class RedisIndex(Index):
         data = await self._write_data(record, banded=False)
         reply = await self._call("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
         _, added, _, _, stale = reply[:5]
+        if added == _BUSY:
+            return Exact(None, None, busy=True)
         await self._forget(stale)
         return Exact(added or None, self._candidate(reply[5]) if len(reply) > 5 else None)
 
@@ -323,6 +331,17 @@ class RedisIndex(Index):
     async def count(self) -> int:
         return int(await self.client.get(f"{self.prefix}:c") or 0)
 
+    async def keep_alive(self) -> None:
+        await self.client.set(self._lease_key, 1, px=max(1, round(self.lease * 1000)))
+        self._leased = True
+
     async def close(self) -> None:
-        await self.client.aclose()
+        try:
+            if self._leased:
+                await self.client.delete(self._lease_key)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
+            pass  # the lease lapses by itself
+        finally:
+            self._leased = False
+            await self.client.aclose()
 

@@ -70,6 +70,7 @@ CREATE TABLE groups (
 CREATE INDEX groups_expires ON groups (expires) WHERE expires IS NOT NULL;
 CREATE TABLE bands (key BLOB NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
 CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITHOUT ROWID;
 """
 
 _CANDIDATE = (
@@ -91,6 +92,7 @@ class SQLiteIndex(Index):
         # statements never interleave, with no lock to get wrong.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sqlite")
         self._db: sqlite3.Connection | None = None
+        self._closed = False
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wrap_future(self._executor.submit(fn, *args))
@@ -158,8 +160,14 @@ class SQLiteIndex(Index):
     async def count(self) -> int:
         return (await self._run(self._one, "SELECT COUNT(*) FROM records", ()))[0]
 
+    async def keep_alive(self) -> None:
+        await self._run(self._keep_alive)
+
     async def close(self) -> None:
-        await self._run(self._disconnect)
+        if self._closed:
+            return
+        self._closed = True
+        await self._run(self._close)
         self._executor.shutdown(wait=True)
 
     # -- on the sqlite thread ----------------------------------------------------------------------
@@ -190,9 +198,20 @@ class SQLiteIndex(Index):
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA secure_delete=ON")  # erased pages are overwritten, not left in free pages
+            self._keep_alive()
         except BaseException:
             self._disconnect()
             raise
+
+    def _keep_alive(self) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO sessions VALUES (?, ?)", (self.session, self.retention.clock() + self.lease)
+        )
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._write("DELETE FROM sessions WHERE session = ? OR alive_until < ?", (self.session, self.retention.clock()))
+        self._disconnect()
 
     def _disconnect(self) -> None:
         if self._db is not None:
@@ -211,8 +230,21 @@ class SQLiteIndex(Index):
         return Candidate(rid, gid, canonical, to_unsigned(fingerprint), equal, key, canonical_key or b"")
 
     def _stale(self, pending: bytes | None, record_id: str, record: Record) -> bool:
-        """A pending record of another session under this id: a crashed crawl's item, never scraped."""
-        return pending is not None and pending != self.session and record_id == record.id
+        """A pending record of another session under this id whose lease lapsed: a crashed crawl's
+        item, never scraped."""
+        return pending is not None and pending != self.session and record_id == record.id and not self._live(pending)
+
+    def _live(self, session: bytes) -> bool:
+        row = self._one("SELECT alive_until FROM sessions WHERE session = ?", (session,))
+        return row is not None and row[0] > self.retention.clock()
+
+    def _held(self, record: Record) -> bool:
+        """A record under this id is pending in another live session: the same page is in flight there."""
+        rows = self._connection().execute(
+            "SELECT DISTINCT pending FROM records WHERE id = ? AND pending IS NOT NULL AND pending != ?",
+            (record.id, self.session),
+        )
+        return any(self._live(pending) for (pending,) in rows.fetchall())
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
@@ -220,6 +252,8 @@ class SQLiteIndex(Index):
             mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
             if (row := mine.fetchone()) is not None:  # an earlier attempt of this very call added it
                 return Lookup(row[0], [], seq)
+            if self._held(record):
+                return Lookup(None, [], seq, busy=True)
             keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
             marks = ",".join("?" * len(keys))
             rids = [
@@ -358,6 +392,8 @@ class SQLiteIndex(Index):
             mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
             if (row := mine.fetchone()) is not None:
                 return Exact(row[0], None)
+            if self._held(record):
+                return Exact(None, None, busy=True)
             row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
             if row is not None and not self._stale(row[5], row[6], record) and row[2] != 0:
                 return Exact(None, self._candidate((*row, self.layout.size)))

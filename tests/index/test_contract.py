@@ -188,6 +188,7 @@ async def test_a_crashed_crawls_pending_record_is_not_a_duplicate_of_its_own_pag
     pending = await crashed.check_and_add(record("a", a))
     confirmed = await crashed.check_and_add(record("b", b))
     await crashed.confirm([confirmed.added])
+    await crashed.close()  # its lease is gone (a killed crawl's lapses)
     rerun = await make_index(session=b"rrun")
     again = await rerun.check_and_add(record("a", a))
     assert again.added and again.added != pending.added
@@ -196,6 +197,20 @@ async def test_a_crashed_crawls_pending_record_is_not_a_duplicate_of_its_own_pag
     assert [c.rid for c in recrawl.candidates] == [confirmed.added]
     other = await rerun.check_and_add(record("a-copy", a))  # another page: the rerun's record counts
     assert [c.rid for c in other.candidates] == [again.added]
+
+
+async def test_a_page_pending_in_another_live_crawl_makes_the_lookup_wait_until_confirmed(make_index):
+    """Two crawls with one page in flight: the second neither takes the first's record for a crashed
+    crawl's nor indexes the page again; once the first's item is scraped, it is the page's record."""
+    first, second = await make_index(session=b"one1"), await make_index(session=b"two2")
+    a = hashes(120)
+    added = await first.check_and_add(record("page", a))
+    assert (await second.check_and_add(record("page", a))).busy
+    assert (await second.check_and_add_exact(record("page", a), b"d" * 16)).busy
+    assert (await second.check_and_add(record("another-page", a))).candidates  # other ids: as always
+    await first.confirm([added.added])
+    again = await second.check_and_add(record("page", a))
+    assert not again.busy and [c.rid for c in again.candidates] == [added.added]
 
 
 async def test_a_pending_record_of_this_session_is_a_candidate(make_index):

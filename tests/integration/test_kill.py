@@ -34,6 +34,9 @@ def start(out: Path, settings: dict, stall_after: int = 0) -> subprocess.Popen:
         "FEED_EXPORT_BATCH_ITEM_COUNT": 1,
         "CONCURRENT_REQUESTS": 4,
         "SIMHASH_BOILERPLATE": False,
+        # The killed crawl's lease lapses a second after its last renewal: the rerun's copies of the
+        # pages it held wait that long, then take them over.
+        "SIMHASH_SESSION_LEASE": 1,
         **settings,
     }
     stream = out / "stream.jsonl"

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 import scrapy
+from scrapy import signals
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from scrapy.exceptions import DropItem
 from texts import article, edited
@@ -195,3 +196,19 @@ async def test_more_items_in_flight_than_the_client_has_connections_all_get_judg
     stats = simhash_stats(pipeline)
     assert stats["simhash/index_errors"] == 0 and stats["simhash/unchecked"] == 0
     assert stats["simhash/unique"] == 150
+
+
+async def test_one_page_in_flight_in_two_live_crawls_is_kept_once(settings):
+    """The second crawl waits for the first's item instead of taking its pending record for a
+    crashed crawl's: it is dropped once the first's item is scraped."""
+    first, second = await open_pipeline(settings()), await open_pipeline(settings())
+    page = {"url": "https://a.example/page", "body_text": article(11)}
+    try:
+        assert await feed(first, page, scraped=False)  # indexed; the item is still on its way out
+        waiting = asyncio.ensure_future(feed(second, dict(page)))
+        first.crawler.signals.send_catch_log(signals.item_scraped, item=page, response=None, spider=None)
+        assert not await waiting
+    finally:
+        await first.close_spider()
+        await second.close_spider()
+    assert simhash_stats(second)["simhash/duplicates"] == 1 and simhash_stats(second)["simhash/unchecked"] == 0

@@ -20,7 +20,7 @@ class FlakyIndex(RedisIndex):
     def __init__(self, failures: int, error: Exception) -> None:
         super().__init__(
             "redis://:secret@127.0.0.1:1/0", key_prefix="p:{t}", layout=LAYOUT, retention=Retention(),
-            max_hashes=10, create=True, session=b"test",
+            max_hashes=10, create=True, session=b"test", lease=30.0,
         )
         self.failures, self.error, self.calls = failures, error, 0
 
