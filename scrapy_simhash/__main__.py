@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.stderr.write(f"unknown command {argv[0]!r}\n")
         print_commands(found, sys.stderr)
         sys.exit(2)
+    sys.argv[0] = f"scrapy {PREFIX}{argv[0]}"  # what Scrapy's parser calls itself in its errors
     execute(["scrapy", f"{PREFIX}{argv[0]}", *argv[1:]], get_project_settings())
 
 

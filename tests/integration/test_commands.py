@@ -39,6 +39,12 @@ def test_python_m_command_help_names_the_command_that_runs(tmp_path) -> None:
     assert "scrapy eval" not in done.stdout
 
 
+def test_python_m_command_errors_name_the_command(tmp_path) -> None:
+    done = run("-m", "scrapy_simhash", "boilerplate", "example.com", "--spider", "nosuch", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("scrapy simhash-boilerplate: error: no index at")
+
+
 def test_eval_help_shows_what_a_corpus_line_looks_like(tmp_path) -> None:
     done = run("-m", "scrapy", "simhash-eval", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
