@@ -41,10 +41,9 @@ class LoggedDecision:
             raise ValueError(f"distance and jaccard must be numbers: {exc}") from None
         return cls(decision, distance, jaccard, entry)
 
-    def replay(self, threshold: float, max_distance: int | None = None) -> str:
-        """The decision ``threshold`` (and ``max_distance``, if given) takes on these scores."""
-        within = max_distance is None or self.distance <= max_distance
-        return "merged" if within and self.jaccard >= threshold else "rejected"
+    def replay(self, threshold: float) -> str:
+        """The decision ``threshold`` takes on this verified Jaccard."""
+        return "merged" if self.jaccard >= threshold else "rejected"
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,11 @@ def parse_decisions(entries: Iterable[dict[str, Any]]) -> tuple[list[LoggedDecis
     return decisions, skipped
 
 
-def flips(decisions: Iterable[LoggedDecision], threshold: float, max_distance: int | None = None) -> list[Flip]:
+def flips(decisions: Iterable[LoggedDecision], threshold: float) -> list[Flip]:
     """The decisions that change under the new rule, in log order."""
     out = []
     for decision in decisions:
-        after = decision.replay(threshold, max_distance)
+        after = decision.replay(threshold)
         if after != decision.decision:
             out.append(Flip(decision.decision, after, decision))
     return out

@@ -21,12 +21,11 @@ class Command(ScrapyCommand):
         return "[options] MERGELOG --threshold X"
 
     def short_desc(self) -> str:
-        return "List merge-log decisions that a new Jaccard threshold (or max distance) would flip"
+        return "List merge-log decisions that a new Jaccard threshold would flip"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--threshold", type=float, required=True, help="the new Jaccard threshold")
-        parser.add_argument("--max-distance", type=int, help="a maximum SimHash distance (none by default)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -38,5 +37,5 @@ class Command(ScrapyCommand):
             decisions, unusable = parse_decisions(reader)
         except (OSError, ValueError, redis.RedisError) as exc:
             raise UsageError(f"cannot read merge log {reader.store.where}: {exc}", print_help=False) from None
-        flipped = flips(decisions, opts.threshold, opts.max_distance)
+        flipped = flips(decisions, opts.threshold)
         print(format_flips(flipped, len(decisions), reader.skipped, unusable))

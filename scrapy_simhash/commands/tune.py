@@ -25,7 +25,7 @@ class Command(ScrapyCommand):
         return "[options] LABELLED.jsonl"
 
     def short_desc(self) -> str:
-        return "Find the max distance and Jaccard threshold that best separate labelled duplicate/distinct pairs"
+        return "Find the Jaccard threshold that best separates labelled duplicate/distinct pairs"
 
     def long_desc(self) -> str:
         return (

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from scrapy_simhash.mergelog import Rule, merge_record
-from scrapy_simhash.reevaluate import LoggedDecision, flips, format_flips, parse_decisions
+from scrapy_simhash.reevaluate import flips, format_flips, parse_decisions
 
 RULE = Rule(jaccard_threshold=0.82, layout={"kind": "minhash", "bands": 16, "rows": 4}, shingle_width=4,
             weighting="frequency", fingerprint_version=2, boilerplate_version=0)
@@ -39,11 +39,8 @@ def _entries() -> list[dict]:
     ]
 
 
-def _flipped(threshold: float, max_distance: int | None = None) -> list[tuple[str, str, str]]:
-    return [
-        (f.decision.entry["duplicate_id"], f.before, f.after)
-        for f in flips(parse_decisions(_entries())[0], threshold, max_distance)
-    ]
+def _flipped(threshold: float) -> list[tuple[str, str, str]]:
+    return [(f.decision.entry["duplicate_id"], f.before, f.after) for f in flips(parse_decisions(_entries())[0], threshold)]
 
 
 def test_replaying_the_logged_rule_flips_nothing() -> None:
@@ -51,27 +48,25 @@ def test_replaying_the_logged_rule_flips_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("threshold", "max_distance", "expected"),
+    ("threshold", "expected"),
     [
-        (0.85, None, [("d1", "merged", "rejected")]),
-        (0.80, None, [("d2", "rejected", "merged")]),
-        (0.85, 4, [("d0", "merged", "rejected"), ("d1", "merged", "rejected")]),
-        # d2 passes the new threshold but lies 4 bits away; d0 and d1 lie beyond 3 bits
-        (0.80, 3, [("d0", "merged", "rejected"), ("d1", "merged", "rejected")]),
-        (0.40, 2, [("d0", "merged", "rejected"), ("d1", "merged", "rejected"), ("d3", "rejected", "merged")]),
+        (0.85, [("d1", "merged", "rejected")]),
+        (0.80, [("d2", "rejected", "merged")]),
+        (0.95, [("d0", "merged", "rejected"), ("d1", "merged", "rejected")]),
+        (0.40, [("d2", "rejected", "merged"), ("d3", "rejected", "merged")]),
     ],
 )
-def test_flips_by_hand(threshold: float, max_distance: int | None, expected: list) -> None:
-    assert _flipped(threshold, max_distance) == expected
+def test_flips_by_hand(threshold: float, expected: list) -> None:
+    assert _flipped(threshold) == expected
 
 
 def test_the_table_header_lines_up_with_its_rows() -> None:
     """Issue 14.2: the header's columns stood 7 characters left of the rows' (timestamps are 32 wide)."""
     entries = _entries()
     entries[0]["timestamp"] = "2026-12-03T16:15:11+00:00"  # another writer's precision: a shorter value
-    entries[3] = {**entries[3], "canonical_id": None, "canonical_url": None, "erased": ["canonical"]}
+    entries[3] = {**entries[3], "decision": "merged", "canonical_id": None, "canonical_url": None, "erased": ["canonical"]}
     decisions, _ = parse_decisions(entries)
-    header, *rows, summary = format_flips(flips(decisions, 0.40, 2), len(decisions)).splitlines()
+    header, *rows, summary = format_flips(flips(decisions, 0.95), len(decisions)).splitlines()
     assert len(rows) == 3 and summary.startswith("3 of 4 decisions flip")
     for row in rows:
         columns = re.fullmatch(r"\S+ +(\S+ -> \S+) +(\d+) +([\d.]+)  (.+)", row)
@@ -87,12 +82,6 @@ def test_unusable_entries_are_skipped_and_logged(caplog) -> None:
     decisions, unusable = parse_decisions(entries)
     assert len(decisions) == len(LOGGED) and unusable == 3
     assert "3 merge-log entries were skipped" in caplog.text
-
-
-def test_without_a_max_distance_every_distance_is_kept() -> None:
-    entry = {"decision": "rejected", "distance": 40, "jaccard": 0.9}
-    assert LoggedDecision.from_entry(entry).replay(0.85) == "merged"
-    assert LoggedDecision.from_entry(entry).replay(0.85, max_distance=39) == "rejected"
 
 
 @pytest.mark.slow
