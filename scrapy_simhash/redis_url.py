@@ -62,4 +62,3 @@ def sync_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
     if is_cluster(url):
         return redis.cluster.RedisCluster.from_url(_node_url(url))
     return redis.Redis.from_url(url)
-

@@ -65,5 +65,3 @@ def race(url: str, prefix: str, values: list[np.ndarray], start, results) -> Non
         return added
 
     results.put(asyncio.run(run()))
-
-

@@ -344,4 +344,3 @@ class RedisIndex(Index):
         finally:
             self._leased = False
             await self.client.aclose()
-

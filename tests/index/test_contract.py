@@ -11,6 +11,7 @@ from samples import ODD_IDS, Clock, hashes, near, race, record
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.layout import Layout
 
+
 async def test_a_record_round_trips_with_odd_ids(make_index):
     index = await make_index()
     for i, record_id in enumerate(ODD_IDS):

@@ -189,4 +189,3 @@ async def test_retention_expires_groups_from_the_index_and_their_records_from_th
 @pytest.mark.parametrize("value", [[], "[]"])
 def test_an_empty_html_fields_list_means_no_field_is_html(value):
     assert read(Settings({"SIMHASH_HTML_FIELDS": value}), "x").html_fields == []
-
