@@ -57,7 +57,9 @@ def test_a_killed_crawl_and_its_rerun_lose_no_page(backend, tmp_path, redis_fact
     # The first run exports 30 items, then holds the next ones after the SimHash pipeline indexed them
     # (a slow pipeline after it, a feed that had not written them yet): then it is killed.
     first = start(tmp_path, settings, stall_after=30)
-    while not (tmp_path / "held").exists() and first.poll() is None:  # 10 items indexed, held
+    # 10 items indexed and held, and the 30 before them stored by the feed (which stores a batch
+    # after the item went out: under load, a moment later).
+    while not ((tmp_path / "held").exists() and len(exported(tmp_path)) >= 30) and first.poll() is None:
         time.sleep(0.01)
     first.send_signal(signal.SIGKILL)
     first.wait()
