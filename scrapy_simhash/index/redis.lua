@@ -168,24 +168,19 @@ local function stale(r, idh, session)
     return has(r.flags, PENDING) and r.session ~= session and r.idh == idh and not live(r.session)
 end
 
--- A record under this id pending in another live session: the same page is in flight there.
-local function held(idh, session)
+-- One pass over the records under this id: the one this very call stored on an earlier attempt
+-- (its reply was lost), if any; else whether one is pending in another live session (the same page
+-- is in flight there).
+local function own_write(idh, wid, session)
+    local held = false
     for _, rid in ipairs(hlist('i', idh)) do
         local r = record(rid)
-        if r and r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session) then
-            return true
+        if r then
+            if r.wid == wid then return r, false end
+            held = held or (r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session))
         end
     end
-    return false
-end
-
--- The record this very call stored on an earlier attempt (its reply was lost), if any.
-local function own_write(idh, wid)
-    for _, rid in ipairs(hlist('i', idh)) do
-        local r = record(rid)
-        if r and r.wid == wid then return r end
-    end
-    return nil
+    return nil, held
 end
 
 -- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
@@ -308,9 +303,9 @@ local function check_add(a)
     local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
     local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
-    local mine = own_write(idh, wid)
+    local mine, held = own_write(idh, wid, session)
     if mine then return {seq, mine.rid, 0, 0, {}} end
-    if held(idh, session) then return {seq, BUSY, 0, 0, {}} end
+    if held then return {seq, BUSY, 0, 0, {}} end
     QUERY = {byte(sketch, 1, K)}
     local seen, out = {}, {seq, 0, 0, 0, {}}
     for b = 1, BANDS do
@@ -334,9 +329,9 @@ end
 -- Arguments: digest (16 bytes), then insert's. The record holding the digest, or the one added.
 local function check_add_exact(a)
     local digest, idh, wid, session = ARGV[a], ARGV[a + 4], ARGV[a + 2], ARGV[a + 3]
-    local mine = own_write(idh, wid)
+    local mine, held = own_write(idh, wid, session)
     if mine then return {0, mine.rid, 0, 0, {}} end
-    if held(idh, session) then return {0, BUSY, 0, 0, {}} end
+    if held then return {0, BUSY, 0, 0, {}} end
     local key, field = sharded('x', digest)
     local holder = redis.call('HGET', key, field)
     if holder then
@@ -358,7 +353,7 @@ local function join(a)
     local matched, want, sketch = tonumber(ARGV[a]), ARGV[a + 1] == '1', ARGV[a + 2]
     local fp, wid, session, idh, urlh, now = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7],
         tonumber(ARGV[a + 8])
-    local mine = own_write(idh, wid)
+    local mine = own_write(idh, wid, session)
     if mine then
         local g = group(mine.gid)
         return {mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0}
