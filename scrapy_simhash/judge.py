@@ -176,20 +176,19 @@ async def _verify_best_first(
     copy's best sketch is nearly always its match, and reading every candidate's data was most of a
     duplicate's cost."""
     best: Verified | None = None
-    rest = candidates[FIRST_READ:]
-    chunk = candidates[:FIRST_READ]
-    while chunk:
+    for chunk in (candidates[:FIRST_READ], candidates[FIRST_READ:]):
+        if best is not None:
+            if best.jaccard >= NOVELTY:
+                break
+            chunk = [c for c in chunk if index.layout.estimate(c.equal) >= best.jaccard - PLAUSIBLE]
+        if not chunk:
+            break
         details = await index.details(chunk)
         match, rejected, unreadable = await verify(record, chunk, details, threshold, furniture)
         placement.rejected += rejected
         placement.unreadable += unreadable
         if match is not None and (best is None or match.jaccard > best.jaccard):
             best = match
-        if best is not None:
-            if best.jaccard >= NOVELTY:
-                break
-            rest = [c for c in rest if index.layout.estimate(c.equal) >= best.jaccard - PLAUSIBLE]
-        chunk, rest = rest, []
     return best
 
 
