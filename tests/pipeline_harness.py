@@ -5,6 +5,7 @@ Only the engine is absent; tests of what needs it (closing the spider, scraped s
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -58,3 +59,10 @@ async def feed_judged(pipeline: SimhashPipeline, item: Any) -> bool:
     kept = await feed(pipeline, item)
     assert outcomes(pipeline) == before + 1, simhash_stats(pipeline)
     return kept
+
+
+async def until(condition) -> None:
+    """Let the event loop run until ``condition()`` holds: a wait on a state, not on the clock (the
+    pause between checks only keeps the loop from spinning)."""
+    while not condition():
+        await asyncio.sleep(0.001)

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 import redis
-from pipeline_harness import feed, feed_judged, open_pipeline, simhash_stats
+from pipeline_harness import feed, feed_judged, open_pipeline, simhash_stats, until
 from redis_servers import RedisServer
 from texts import article
 
@@ -47,11 +47,6 @@ async def pipeline(throwaway_redis, tmp_path):
 async def feed_all(pipeline, items) -> list[bool]:
     """Feed items one by one; each must come out (True: passed on, False: dropped as a duplicate)."""
     return [await feed_judged(pipeline, item) for item in items]
-
-
-async def until(condition) -> None:
-    while not condition():
-        await asyncio.sleep(0.001)
 
 
 async def stalled(server: RedisServer, admin, seconds: float) -> asyncio.Future:

@@ -9,7 +9,7 @@ import logging
 import numpy as np
 import pytest
 
-from pipeline_harness import feed, open_pipeline, simhash_stats
+from pipeline_harness import feed, open_pipeline, simhash_stats, until
 from scrapy_simhash.boilerplate import BlobError, Furniture, decode, encode, learn, page_lines
 from scrapy_simhash.fingerprint import shingle_hash, verification_hashes
 from scrapy_simhash.mergelog import read_merge_log
@@ -130,12 +130,6 @@ def settings(tmp_path) -> dict:
         "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
         "SIMHASH_BOILERPLATE_SAMPLE_PAGES": 3,
     }
-
-
-async def until(condition) -> None:
-    """Let the event loop run until ``condition()`` holds (no timing: the loop turns until it does)."""
-    while not condition():
-        await asyncio.sleep(0)
 
 
 async def test_a_hosts_first_pages_wait_for_its_furniture_then_copies_elsewhere_are_found(settings) -> None:
