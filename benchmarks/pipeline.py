@@ -356,7 +356,7 @@ def main() -> None:
         server_used = server_cpu(admin) - server_start
         commands = command_counts(admin)
         stream_entries = admin.xlen(STREAM) if args.merge_log == "stream" else 0
-        stream_bytes = admin.memory_usage(STREAM, samples=0) or 0 if stream_entries else 0
+        stream_bytes = (admin.memory_usage(STREAM, samples=0) or 0) if stream_entries else 0
         memory = admin.info("memory")["used_memory"] - empty - stream_bytes
         kept = count - stats.get("simhash/duplicates", 0)
 
