@@ -238,21 +238,25 @@ class SQLiteIndex(Index):
         row = self._one("SELECT alive_until FROM sessions WHERE session = ?", (session,))
         return row is not None and row[0] > self.retention.clock()
 
-    def _held(self, record: Record) -> bool:
-        """A record under this id is pending in another live session: the same page is in flight there."""
+    def _own_write(self, record: Record) -> tuple[int | None, bool]:
+        """One read of the records under this id: the one this very call added on an earlier attempt
+        (its reply was lost), if any; else whether one is pending in another live session (the same
+        page is in flight there)."""
         rows = self._connection().execute(
-            "SELECT DISTINCT pending FROM records WHERE id = ? AND pending IS NOT NULL AND pending != ?",
-            (record.id, self.session),
-        )
-        return any(self._live(pending) for (pending,) in rows.fetchall())
+            "SELECT rid, write_id, pending FROM records WHERE id = ?", (record.id,)
+        ).fetchall()
+        for rid, write_id, _ in rows:
+            if write_id == record.write_id:
+                return rid, False
+        return None, any(p is not None and p != self.session and self._live(p) for _, _, p in rows)
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
             (seq,) = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone() or (0,)
-            mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
-            if (row := mine.fetchone()) is not None:  # an earlier attempt of this very call added it
-                return Lookup(row[0], [], seq)
-            if self._held(record):
+            mine, held = self._own_write(record)
+            if mine is not None:
+                return Lookup(mine, [], seq)
+            if held:
                 return Lookup(None, [], seq, busy=True)
             keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
             marks = ",".join("?" * len(keys))
@@ -389,10 +393,10 @@ class SQLiteIndex(Index):
 
     def _check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         with self._transaction() as db:
-            mine = db.execute("SELECT rid FROM records WHERE id = ? AND write_id = ?", (record.id, record.write_id))
-            if (row := mine.fetchone()) is not None:
-                return Exact(row[0], None)
-            if self._held(record):
+            mine, held = self._own_write(record)
+            if mine is not None:
+                return Exact(mine, None)
+            if held:
                 return Exact(None, None, busy=True)
             row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
             if row is not None and not self._stale(row[5], row[6], record) and row[2] != 0:
