@@ -1,7 +1,7 @@
 """Near-duplicate detection for Scrapy items: SimHash fingerprints, MinHash band index, Jaccard verification."""
 
 from scrapy_simhash.addon import Addon
-from scrapy_simhash.fingerprint import band_keys, hamming, jaccard, shingles, simhash
+from scrapy_simhash.fingerprint import hamming, jaccard, shingles, simhash
 
-__all__ = ["Addon", "band_keys", "hamming", "jaccard", "shingles", "simhash"]
+__all__ = ["Addon", "hamming", "jaccard", "shingles", "simhash"]
 __version__ = "0.1.0"

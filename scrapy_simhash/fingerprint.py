@@ -21,7 +21,6 @@ __all__ = [
     "Shingling",
     "Signature",
     "UNSEGMENTED_RANGES",
-    "band_keys",
     "hamming",
     "jaccard",
     "jaccard_hashes",
@@ -490,24 +489,3 @@ def jaccard(a_text: str, b_text: str, width: int = 4) -> float:
     """Shingle-set Jaccard similarity of two texts (on their verification hashes); two empty texts give 1.0."""
     fingerprinter = Fingerprinter(width=width)
     return jaccard_hashes(*(verification_hashes(fingerprinter.shingle_hashes(t)) for t in (a_text, b_text)))
-
-
-def band_keys(fingerprint: int, bands: int = 4, bits: int = 64) -> list[tuple[int, int]]:
-    """Split a fingerprint into ``bands`` contiguous blocks: ``(block index, block value)``.
-
-    Pigeonhole: two fingerprints within ``bands - 1`` bits agree on at least one block.
-    Block sizes differ by at most one bit when ``bands`` does not divide ``bits``.
-    """
-    if not 1 <= bits <= 64:
-        raise ValueError(f"bits must be between 1 and 64, got {bits}")
-    if not 1 <= bands <= bits:
-        raise ValueError(f"bands must be between 1 and {bits}, got {bands}")
-    if not 0 <= fingerprint < 1 << bits:
-        raise ValueError(f"fingerprint {fingerprint} does not fit in {bits} unsigned bits")
-    keys = []
-    start = 0
-    for band in range(bands):
-        size = bits // bands + (band < bits % bands)
-        keys.append((band, (fingerprint >> start) & ((1 << size) - 1)))
-        start += size
-    return keys

@@ -11,7 +11,6 @@ from texts import CHINESE_PARK, CHINESE_RECIPE, passages
 
 from scrapy_simhash.fingerprint import (
     Fingerprinter,
-    band_keys,
     hamming,
     jaccard,
     jaccard_hashes,
@@ -213,12 +212,6 @@ def test_fewer_bits_are_the_low_bits_of_the_64_bit_fingerprint(bits: int) -> Non
         lambda: jaccard("a", "b", width=0),
         lambda: shingle_hash(" ... "),
         lambda: hamming(-1, 0),
-        lambda: band_keys(1 << 64),
-        lambda: band_keys(-1),
-        lambda: band_keys(0, bands=0),
-        lambda: band_keys(0, bands=65),
-        lambda: band_keys(0, bits=0),
-        lambda: band_keys(0, bits=65),
     ],
 )
 def test_invalid_arguments_raise_value_error(call) -> None:

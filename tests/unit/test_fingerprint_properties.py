@@ -1,5 +1,5 @@
 """Property tests: the vectorised core equals a slow pure-Python reading of the README specification,
-tokens equal ``re``'s ``\\w``, hamming is a metric, band_keys keeps the pigeonhole guarantee."""
+tokens equal ``re``'s ``\\w``, and hamming is a metric."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from scrapy_simhash.fingerprint import (
     DEFAULT_IGNORABLE_RANGES,
     UNSEGMENTED_RANGES,
     Fingerprinter,
-    band_keys,
     hamming,
     jaccard_hashes,
     shingle_hash,
@@ -236,32 +235,3 @@ def test_hamming_is_a_metric_and_counts_differing_bits(a: int, b: int, c: int) -
     assert hamming(a, b) == hamming(b, a)
     assert (hamming(a, b) == 0) == (a == b)
     assert hamming(a, c) <= hamming(a, b) + hamming(b, c)
-
-
-@st.composite
-def band_layouts(draw: st.DrawFn) -> tuple[int, int, int, int]:
-    """(bits, bands, fingerprint, a fingerprint at most bands - 1 bits away)."""
-    bits = draw(st.integers(1, 64))
-    bands = draw(st.integers(1, bits))
-    value = draw(st.integers(0, (1 << bits) - 1))
-    flips = draw(st.sets(st.integers(0, bits - 1), max_size=bands - 1))
-    return bits, bands, value, value ^ sum(1 << bit for bit in flips)
-
-
-@given(band_layouts())
-def test_band_keys_pigeonhole(layout: tuple[int, int, int, int]) -> None:
-    bits, bands, a, b = layout
-    assert hamming(a, b) <= bands - 1
-    assert set(band_keys(a, bands, bits)) & set(band_keys(b, bands, bits))
-
-
-@given(band_layouts())
-def test_band_keys_reassemble_the_fingerprint(layout: tuple[int, int, int, int]) -> None:
-    bits, bands, value, _ = layout
-    keys = band_keys(value, bands, bits)
-    sizes = [bits // bands + (band < bits % bands) for band in range(bands)]
-    assert [band for band, _ in keys] == list(range(bands))
-    assert sum(sizes) == bits and max(sizes) - min(sizes) <= 1
-    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
-    assert all(block < 1 << size for (_, block), size in zip(keys, sizes, strict=True))
-    assert sum(block << offset for (_, block), offset in zip(keys, offsets, strict=True)) == value
