@@ -48,6 +48,8 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 
 from fingerprint import naive_simhash  # benchmarks/fingerprint.py: the per-bit Python loop SimHash
+import scrapy_simhash.index.base
+import scrapy_simhash.index.redis
 from scrapy_simhash.pipelines import SimhashPipeline
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
@@ -330,7 +332,12 @@ def main() -> None:
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
     parser.add_argument("--merge-log", choices=["file", "stream"], default="file",
                         help="the merge log as a JSON-lines file (default) or a stream in the same Redis")
+    parser.add_argument("--candidates-per-group", type=int,
+                        help="patch CANDIDATES_PER_GROUP (0: every candidate), to measure the default")
     args = parser.parse_args()
+    if args.candidates_per_group is not None:
+        cap = args.candidates_per_group or 1_000_000
+        scrapy_simhash.index.base.CANDIDATES_PER_GROUP = scrapy_simhash.index.redis.CANDIDATES_PER_GROUP = cap
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the clean-ups: the redis-server dies too
 
     with args.corpus.open(encoding="utf-8") as lines:

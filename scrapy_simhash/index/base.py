@@ -11,6 +11,8 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import ClassVar, NamedTuple
@@ -43,6 +45,10 @@ SCHEMA = 3
 #: Most group members kept findable (banded) per group: a giant group (an empty extraction field
 #: makes every item one group) must not make the buckets it shares long.
 MAX_BANDED_MEMBERS = 32
+#: Candidates a lookup returns per group, those sharing the most sketch bytes: a page joins a group
+#: through any member, so a family of many findable members need not be read whole. Measured:
+#: docs/benchmarks.md "Candidates per group".
+CANDIDATES_PER_GROUP = 2
 
 
 def handle(value: str) -> bytes:
@@ -110,6 +116,18 @@ class Candidate(NamedTuple):
     equal: int  # sketch bytes shared with the lookup's record
     key: bytes  # where its data lives (its write id)
     canonical_key: bytes
+
+
+def best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Candidates sharing the most sketch bytes first (then the oldest), ``CANDIDATES_PER_GROUP`` of
+    each group at most."""
+    taken: Counter[int] = Counter()
+    out = []
+    for candidate in sorted(candidates, key=lambda c: (-c.equal, c.rid)):
+        taken[candidate.group] += 1
+        if taken[candidate.group] <= CANDIDATES_PER_GROUP:
+            out.append(candidate)
+    return out
 
 
 class Details(NamedTuple):

@@ -1,6 +1,6 @@
 -- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
 -- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
--- MIN_EQUAL, MAX_BANDED. Key schema: docs/index.md. Numbers are doubles in Lua, so 64-bit values
+-- MIN_EQUAL, MAX_BANDED, PER_GROUP. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so 64-bit values
 -- (fingerprints, write ids, handles) only ever travel and are stored as bytes.
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
@@ -194,8 +194,7 @@ end
 -- One string per candidate, so a reply of many candidates parses in few steps: rid, group,
 -- canonical (5 bytes each), fingerprint (8), sketch bytes shared (1), write id (8), the
 -- canonical's write id (8, absent when the group has no canonical).
-local function candidate_reply(r, g, same)
-    local head = g.canonical > 0 and record(g.canonical)
+local function candidate_reply(r, g, same, head)
     return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. char(same) .. r.wid .. (head and head.wid or '')
 end
 
@@ -296,6 +295,21 @@ local function insert(a, sketch, flags, digest)
     return {rid, this, earlier, stale_wids}
 end
 
+-- A group's PER_GROUP best candidates (most sketch bytes shared, then oldest): a page joins a group
+-- through any of its members, so the rest of a large group's members are not worth a reply.
+local function keep_best(best, r, same)
+    local kept = best[r.gid] or {}
+    best[r.gid] = kept
+    local at = #kept + 1
+    while at > 1 and (kept[at - 1].same < same or (kept[at - 1].same == same and kept[at - 1].r.rid > r.rid)) do
+        at = at - 1
+    end
+    if at <= PER_GROUP then
+        table.insert(kept, at, {r = r, same = same})
+        kept[PER_GROUP + 1] = nil
+    end
+end
+
 -- Arguments: since, sketch, then insert's. Candidates newer than ``since``, or the
 -- record added when there are none: {seq, added rid (0: none), same id here, same id earlier,
 -- {stale write ids}, {candidate}...}.
@@ -307,7 +321,7 @@ local function check_add(a)
     if mine then return {seq, mine.rid, 0, 0, {}} end
     if held then return {seq, BUSY, 0, 0, {}} end
     QUERY = {byte(sketch, 1, K)}
-    local seen, out = {}, {seq, 0, 0, 0, {}}
+    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}}
     for b = 1, BANDS do
         for _, rid in ipairs(hlist('b', band_key(sketch, b))) do
             if rid > since and not seen[rid] then
@@ -315,10 +329,16 @@ local function check_add(a)
                 local r = record(rid)
                 if r and not stale(r, idh, session) then
                     local same = equal(r.sketch)
-                    local g = same >= MIN_EQUAL and group(r.gid)
-                    if g and g.flags ~= CLOSED then out[#out + 1] = candidate_reply(r, g, same) end
+                    if same >= MIN_EQUAL then keep_best(best, r, same) end
                 end
             end
+        end
+    end
+    for gid, kept in pairs(best) do
+        local g = group(gid)
+        if g and g.flags ~= CLOSED then
+            local head = g.canonical > 0 and record(g.canonical)
+            for _, c in ipairs(kept) do out[#out + 1] = candidate_reply(c.r, g, c.same, head) end
         end
     end
     if #out > 5 then return out end  -- the reply's head is 5 entries: candidates follow it
@@ -338,7 +358,7 @@ local function check_add_exact(a)
         local r = record(n5(holder))
         local g = r and group(r.gid)
         if r and not stale(r, idh, session) and g.canonical > 0 and g.flags ~= CLOSED then
-            return {0, 0, 0, 0, {}, candidate_reply(r, g, K)}
+            return {0, 0, 0, 0, {}, candidate_reply(r, g, K, record(g.canonical))}
         end
         redis.call('HDEL', key, field)
     end

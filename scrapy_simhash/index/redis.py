@@ -16,6 +16,7 @@ import numpy as np
 import redis.exceptions
 
 from scrapy_simhash.index.base import (
+    CANDIDATES_PER_GROUP,
     MAX_BANDED_MEMBERS,
     Candidate,
     Details,
@@ -28,6 +29,7 @@ from scrapy_simhash.index.base import (
     Lookup,
     Record,
     StoredRecord,
+    best_first,
     handle,
 )
 from scrapy_simhash.layout import Layout
@@ -48,7 +50,7 @@ def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
     """The layout and the data key prefix as Lua constants, prepended to the script."""
     return (
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
-        f"local MAX_BANDED = {MAX_BANDED_MEMBERS}\n"
+        f"local MAX_BANDED, PER_GROUP = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}\n"
         f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
     )
@@ -161,7 +163,7 @@ class RedisIndex(Index):
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
-        candidates = sorted((self._candidate(c) for c in reply[5:]), key=lambda c: (-c.equal, c.rid))
+        candidates = best_first(self._candidate(c) for c in reply[5:])
         return Lookup(added or None, candidates, seq, (this, earlier))
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:

@@ -30,6 +30,7 @@ from scrapy_simhash.index.base import (
     Lookup,
     Record,
     StoredRecord,
+    best_first,
 )
 from scrapy_simhash.index.codec import to_signed, to_unsigned
 
@@ -273,8 +274,7 @@ class SQLiteIndex(Index):
                 if equal >= self.layout.min_equal and not self._stale(row[5], row[6], record):
                     candidates.append(self._candidate((*row, equal)))
             if candidates:
-                candidates.sort(key=lambda c: (-c.equal, c.rid))
-                return Lookup(None, candidates, seq)
+                return Lookup(None, best_first(candidates), seq)
             same_id = self._same_id(record)
             rid = self._insert(record, sketch, digest=None)
             return Lookup(rid, [], seq, same_id)

@@ -91,6 +91,33 @@ async def test_a_member_that_adds_reach_is_found_and_joins_the_group(make_index)
     assert (details.id, details.canonical_id) == ("b", "a")
 
 
+async def test_a_lookup_returns_the_best_two_members_of_a_group_and_every_group(make_index):
+    """A family of findable members is not returned whole: any member lets a page join its group."""
+    index = await make_index()
+    base = hashes(40)
+    family = [near(base, 0.93 + 0.01 * i, seed=41 + i) for i in range(5)]  # the last is closest to base
+    first = await index.check_and_add(record("f0", family[0]))
+    for i, member in enumerate(family[1:], 1):
+        found = await index.check_and_add(record(f"f{i}", member))
+        await index.join(record(f"f{i}", member), found.candidates[0], banded=True)
+    other = record("other", near(base, 0.9, seed=49))
+    rejected = await index.check_and_add(other)  # the family's members, judged and rejected
+    other = await index.check_and_add(other, since=rejected.seq)
+    lookup = await index.check_and_add(record("copy", base))
+    by_group = {}
+    for candidate in lookup.candidates:
+        by_group.setdefault(candidate.group, []).append(candidate)
+    assert sorted(by_group) == [first.added, other.added]
+    assert len(by_group[first.added]) == 2
+    assert [c.equal for c in lookup.candidates] == sorted((c.equal for c in lookup.candidates), reverse=True)
+    sketch = record("copy", base).sketch(index.layout)
+    equals = sorted(
+        (index.layout.equal(record(f"f{i}", m).sketch(index.layout), sketch) for i, m in enumerate(family)),
+        reverse=True,
+    )
+    assert [c.equal for c in by_group[first.added]] == equals[:2]
+
+
 async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
     index = await make_index()
     a = hashes(30)
