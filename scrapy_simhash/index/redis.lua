@@ -99,8 +99,8 @@ local function list_each(list)
     return out
 end
 
--- A 2-byte shard of the hashed value names the hash, the rest is the field: small hashes stay
--- listpacks (about 20 bytes an entry instead of 60 in a hash table).
+-- A 2-byte shard of a hashed value (an id handle, a text digest) names the hash, the rest is the
+-- field: small hashes stay listpacks (about 20 bytes an entry instead of 60 in a hash table).
 local function sharded(kind, value)
     return P .. ':' .. kind .. ':' .. sub(value, 1, 2), sub(value, 3)
 end
@@ -121,16 +121,52 @@ local function hlist(kind, value)
     return list_each(redis.call('HGET', key, field) or '')
 end
 
-local function band_key(sketch, b)
-    return char(b - 1) .. sub(sketch, (b - 1) * ROWS + 1, b * ROWS)
+-- Band buckets, gathered so that an index of any size keeps few, small hash entries: a band key's
+-- first byte (with the band's number) names the hash, its second byte the field, and the field's
+-- value lists entries of (the key's remaining bytes, rid). Measured: docs/benchmarks.md "Index at scale".
+local REST = ROWS - 2
+local ENTRY = REST + 5
+
+local function bucket(sketch, b)
+    local at = (b - 1) * ROWS + 1
+    local band = sub(sketch, at, at + ROWS - 1)
+    return P .. ':b:' .. char(b - 1) .. sub(band, 1, 1), sub(band, 2, 2), sub(band, 3)
+end
+
+local function band_rids(sketch, b)
+    local key, field, rest = bucket(sketch, b)
+    local list, out = redis.call('HGET', key, field) or '', {}
+    local at = string.find(list, rest, 1, true)
+    while at do
+        if (at - 1) % ENTRY == 0 then
+            out[#out + 1] = n5(list, at + REST)
+            at = string.find(list, rest, at + ENTRY, true)
+        else
+            at = string.find(list, rest, at + 1, true)
+        end
+    end
+    return out
 end
 
 local function enband(r)
-    for b = 1, BANDS do hlist_add('b', band_key(r.sketch, b), r.rid) end
+    for b = 1, BANDS do
+        local key, field, rest = bucket(r.sketch, b)
+        redis.call('HSET', key, field, (redis.call('HGET', key, field) or '') .. rest .. r5(r.rid))
+    end
 end
 
 local function unband(r)
-    for b = 1, BANDS do hlist_remove('b', band_key(r.sketch, b), r.rid) end
+    for b = 1, BANDS do
+        local key, field, rest = bucket(r.sketch, b)
+        local list, entry = redis.call('HGET', key, field) or '', rest .. r5(r.rid)
+        for at = 1, #list, ENTRY do
+            if sub(list, at, at + ENTRY - 1) == entry then
+                list = sub(list, 1, at - 1) .. sub(list, at + ENTRY)
+                break
+            end
+        end
+        if #list > 0 then redis.call('HSET', key, field, list) else redis.call('HDEL', key, field) end
+    end
 end
 
 local function add_handles(r)
@@ -323,7 +359,7 @@ local function check_add(a)
     QUERY = {byte(sketch, 1, K)}
     local seen, best, out = {}, {}, {seq, 0, 0, 0, {}}
     for b = 1, BANDS do
-        for _, rid in ipairs(hlist('b', band_key(sketch, b))) do
+        for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then
                 seen[rid] = true
                 local r = record(rid)

@@ -118,6 +118,27 @@ async def test_a_lookup_returns_the_best_two_members_of_a_group_and_every_group(
     assert [c.equal for c in by_group[first.added]] == equals[:2]
 
 
+async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index):
+    """Band keys that share their first bytes share a bucket list; only a whole key is a match."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0)  # every record read would pass the estimate
+    index = await make_index(layout=layout)
+
+    def sketched(record_id: str, band0: bytes, fill: int):
+        r = record(record_id, hashes(0, count=0))
+        r._sketch = (layout, b"\xaa\xbb" + band0 + bytes([fill]) * 18)
+        return r
+
+    query_key = b"\x00\x00\x00\x01"
+    others = [b"\x00\x00\x00\x00", b"\x00\x00\x01\x00", b"\x01\x00\x00\x00", b"\x00\x01\x00\x00"]
+    stored = {}
+    for i, band0 in enumerate([*others, query_key, *others, query_key]):
+        r = sketched(f"r{i}", band0, fill=i + 1)
+        lookup = await index.check_and_add(r)
+        stored[r.id] = lookup.added or (await index.check_and_add(r, since=lookup.seq)).added
+    lookup = await index.check_and_add(sketched("query", query_key, fill=0))
+    assert sorted(c.rid for c in lookup.candidates) == [stored["r4"], stored["r9"]]
+
+
 async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
     index = await make_index()
     a = hashes(30)

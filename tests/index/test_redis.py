@@ -28,9 +28,10 @@ async def opened(url: str, prefix: str = "simhash:{s}", **options):
 
 
 async def test_an_index_of_another_schema_is_refused(throwaway_redis):
+    """Schema 3 kept every band bucket in a field of its own: the same layout, other keys."""
     admin = throwaway_redis.client()
-    admin.hset("simhash:{s}:meta", mapping={"schema": "2", "layout": "SampledLayout(tables=16, ...)"})
-    with pytest.raises(ValueError, match="key schema 2 of scrapy-simhash; this version reads schema 3"):
+    admin.hset("simhash:{s}:meta", mapping={"schema": "3", "fingerprint": "2", "layout": LAYOUT.to_json()})
+    with pytest.raises(ValueError, match="key schema 3 of scrapy-simhash; this version reads schema 4"):
         await opened(throwaway_redis.url)
     admin.close()
 
