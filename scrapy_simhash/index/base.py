@@ -48,7 +48,7 @@ MAX_BANDED_MEMBERS = 32
 #: Candidates a lookup returns per group, those sharing the most sketch bytes: a page joins a group
 #: through any member, so a family of many findable members need not be read whole. Measured:
 #: docs/benchmarks.md "Candidates per group".
-CANDIDATES_PER_GROUP = 2
+CANDIDATES_PER_GROUP = 4
 
 
 def handle(value: str) -> bytes:

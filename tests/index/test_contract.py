@@ -9,6 +9,7 @@ import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
+from scrapy_simhash.index.base import CANDIDATES_PER_GROUP
 from scrapy_simhash.layout import Layout
 
 
@@ -91,11 +92,11 @@ async def test_a_member_that_adds_reach_is_found_and_joins_the_group(make_index)
     assert (details.id, details.canonical_id) == ("b", "a")
 
 
-async def test_a_lookup_returns_the_best_two_members_of_a_group_and_every_group(make_index):
+async def test_a_lookup_returns_a_groups_best_members_only_and_every_group(make_index):
     """A family of findable members is not returned whole: any member lets a page join its group."""
     index = await make_index()
     base = hashes(40)
-    family = [near(base, 0.93 + 0.01 * i, seed=41 + i) for i in range(5)]  # the last is closest to base
+    family = [near(base, 0.93 + 0.01 * i, seed=41 + i) for i in range(6)]  # the last is closest to base
     first = await index.check_and_add(record("f0", family[0]))
     for i, member in enumerate(family[1:], 1):
         found = await index.check_and_add(record(f"f{i}", member))
@@ -108,14 +109,14 @@ async def test_a_lookup_returns_the_best_two_members_of_a_group_and_every_group(
     for candidate in lookup.candidates:
         by_group.setdefault(candidate.group, []).append(candidate)
     assert sorted(by_group) == [first.added, other.added]
-    assert len(by_group[first.added]) == 2
+    assert len(by_group[first.added]) == CANDIDATES_PER_GROUP < len(family)
     assert [c.equal for c in lookup.candidates] == sorted((c.equal for c in lookup.candidates), reverse=True)
     sketch = record("copy", base).sketch(index.layout)
     equals = sorted(
         (index.layout.equal(record(f"f{i}", m).sketch(index.layout), sketch) for i, m in enumerate(family)),
         reverse=True,
     )
-    assert [c.equal for c in by_group[first.added]] == equals[:2]
+    assert [c.equal for c in by_group[first.added]] == equals[:CANDIDATES_PER_GROUP]
 
 
 async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index):
