@@ -58,11 +58,14 @@ local function clear_slot(kind, size, n)
     if not string.find(all, '[^%z]') then redis.call('DEL', key) end
 end
 
-local function record(rid)
-    local s = read_slot('m', SLOT, rid)
-    if not s then return nil end
+local function parse_record(rid, s)
     return {rid = rid, flags = byte(s, 1), gid = n5(s, 2), fp = sub(s, 7, 14), wid = sub(s, 15, 22),
             session = sub(s, 23, 26), idh = sub(s, 27, 34), urlh = sub(s, 35, 42), sketch = sub(s, 43, 42 + K)}
+end
+
+local function record(rid)
+    local s = read_slot('m', SLOT, rid)
+    return s and parse_record(rid, s)
 end
 
 local function store_record(r)
@@ -179,10 +182,11 @@ local function remove_handles(r)
     if r.urlh ~= r.idh then hlist_remove('i', r.urlh, r.rid) end
 end
 
--- Sketch bytes two records share.
+-- Sketch bytes a stored record slot ``s`` shares with the lookup's sketch, compared in place: most
+-- records a lookup reads are only compared, never parsed.
 local QUERY
-local function equal(sketch)
-    local same, other = 0, {byte(sketch, 1, K)}
+local function equal(s)
+    local same, other = 0, {byte(s, SLOT - K + 1, SLOT)}
     for i = 1, K do
         if QUERY[i] == other[i] then same = same + 1 end
     end
@@ -362,10 +366,11 @@ local function check_add(a)
         for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then
                 seen[rid] = true
-                local r = record(rid)
-                if r and not stale(r, idh, session) then
-                    local same = equal(r.sketch)
-                    if same >= MIN_EQUAL then keep_best(best, r, same) end
+                local s = read_slot('m', SLOT, rid)
+                local same = s and equal(s) or 0
+                if same >= MIN_EQUAL then
+                    local r = parse_record(rid, s)
+                    if not stale(r, idh, session) then keep_best(best, r, same) end
                 end
             end
         end
