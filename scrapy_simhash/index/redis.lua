@@ -136,9 +136,22 @@ local function bucket(sketch, b)
     return P .. ':b:' .. char(b - 1) .. sub(band, 1, 1), sub(band, 2, 2), sub(band, 3)
 end
 
+-- A bucket field's value as this call last read or wrote it: a lookup that finds nothing inserts
+-- into the very fields it has just read.
+local FIELDS = {}
+local function field_value(key, field)
+    local id = key .. '\0' .. field
+    local value = FIELDS[id]
+    if not value then
+        value = redis.call('HGET', key, field) or ''
+        FIELDS[id] = value
+    end
+    return value, id
+end
+
 local function band_rids(sketch, b)
     local key, field, rest = bucket(sketch, b)
-    local list, out = redis.call('HGET', key, field) or '', {}
+    local list, out = field_value(key, field), {}
     local at = string.find(list, rest, 1, true)
     while at do
         if (at - 1) % ENTRY == 0 then
@@ -154,14 +167,18 @@ end
 local function enband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        redis.call('HSET', key, field, (redis.call('HGET', key, field) or '') .. rest .. r5(r.rid))
+        local value, id = field_value(key, field)
+        value = value .. rest .. r5(r.rid)
+        redis.call('HSET', key, field, value)
+        FIELDS[id] = value
     end
 end
 
 local function unband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local list, entry = redis.call('HGET', key, field) or '', rest .. r5(r.rid)
+        local list, id = field_value(key, field)
+        local entry = rest .. r5(r.rid)
         for at = 1, #list, ENTRY do
             if sub(list, at, at + ENTRY - 1) == entry then
                 list = sub(list, 1, at - 1) .. sub(list, at + ENTRY)
@@ -169,6 +186,7 @@ local function unband(r)
             end
         end
         if #list > 0 then redis.call('HSET', key, field, list) else redis.call('HDEL', key, field) end
+        FIELDS[id] = list
     end
 end
 

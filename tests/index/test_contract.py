@@ -249,6 +249,18 @@ async def test_a_crashed_crawls_pending_record_is_not_a_duplicate_of_its_own_pag
     assert [c.rid for c in other.candidates] == [again.added]
 
 
+async def test_a_crashed_crawls_record_replaced_by_the_rerun_leaves_no_trace(make_index, dump):
+    """The rerun's insert erases the stale record in the very buckets it then writes."""
+    rerun = await make_index(session=b"rrun")
+    empty = dump()
+    crashed = await make_index(session=b"crsh")
+    await crashed.check_and_add(record("a", hashes(102)))
+    await crashed.close()
+    assert (await rerun.check_and_add(record("a", hashes(102)))).added
+    assert await rerun.erase("a")
+    assert dump() == empty
+
+
 async def test_a_page_pending_in_another_live_crawl_makes_the_lookup_wait_until_confirmed(make_index):
     """Two crawls with one page in flight: the second neither takes the first's record for a crashed
     crawl's nor indexes the page again; once the first's item is scraped, it is the page's record."""
