@@ -241,6 +241,19 @@ local function own_write(idh, wid, session)
     return nil, held
 end
 
+-- Groups whose canonical is a crashed crawl's record of this very page: the page takes its place
+-- there (insert), so their members are not its candidates (joining one would drop the page for a
+-- copy of a page that was never exported).
+local function replaced_groups(idh, session)
+    local out = {}
+    for _, rid in ipairs(hlist('i', idh)) do
+        local r = record(rid)
+        local g = r and stale(r, idh, session) and group(r.gid)
+        if g and g.canonical == r.rid then out[r.gid] = true end
+    end
+    return out
+end
+
 -- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
 local function write_data(wid, a, banded)
     if not WRITE_DATA then return end
@@ -379,7 +392,7 @@ local function check_add(a)
     if mine then return {seq, mine.rid, 0, 0, {}} end
     if held then return {seq, BUSY, 0, 0, {}} end
     QUERY = {byte(sketch, 1, K)}
-    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}}
+    local seen, best, out, replaced = {}, {}, {seq, 0, 0, 0, {}}, replaced_groups(idh, session)
     for b = 1, BANDS do
         for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then
@@ -388,7 +401,7 @@ local function check_add(a)
                 local same = s and equal(s) or 0
                 if same >= MIN_EQUAL then
                     local r = parse_record(rid, s)
-                    if not stale(r, idh, session) then keep_best(best, r, same) end
+                    if not stale(r, idh, session) and not replaced[r.gid] then keep_best(best, r, same) end
                 end
             end
         end

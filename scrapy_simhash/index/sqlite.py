@@ -259,6 +259,7 @@ class SQLiteIndex(Index):
                 return Lookup(mine, [], seq)
             if held:
                 return Lookup(None, [], seq, busy=True)
+            replaced = self._replaced_groups(record)
             keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
             marks = ",".join("?" * len(keys))
             rids = [
@@ -271,13 +272,25 @@ class SQLiteIndex(Index):
             for rid in rids:
                 row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
                 equal = self.layout.equal(row[4], sketch)
-                if equal >= self.layout.min_equal and not self._stale(row[5], row[6], record):
+                if row[1] in replaced or self._stale(row[5], row[6], record):
+                    continue
+                if equal >= self.layout.min_equal:
                     candidates.append(self._candidate((*row, equal)))
             if candidates:
                 return Lookup(None, best_first(candidates), seq)
             same_id = self._same_id(record)
             rid = self._insert(record, sketch, digest=None)
             return Lookup(rid, [], seq, same_id)
+
+    def _replaced_groups(self, record: Record) -> set[int]:
+        """Groups whose canonical is a crashed crawl's record of this very page: the page takes its
+        place there (``_insert``), so their members are not its candidates (joining one would drop
+        the page for a copy of a page that was never exported)."""
+        rows = self._connection().execute(
+            "SELECT r.rid, r.gid, r.pending, r.id FROM records r JOIN groups g ON g.canonical = r.rid WHERE r.id = ?",
+            (record.id,),
+        )
+        return {gid for rid, gid, pending, record_id in rows if self._stale(pending, record_id, record)}
 
     def _same_id(self, record: Record) -> tuple[int, int]:
         """Other live records under this id, (this session's, earlier sessions'), stale ones left out."""

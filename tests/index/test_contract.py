@@ -249,6 +249,25 @@ async def test_a_crashed_crawls_pending_record_is_not_a_duplicate_of_its_own_pag
     assert [c.rid for c in other.candidates] == [again.added]
 
 
+async def test_a_rerun_page_takes_its_crashed_records_place_in_the_group_it_started(make_index):
+    """A copy joined the group of a page the killed crawl never exported: the rerun's page becomes
+    that group's canonical, not a duplicate of the copy (which would lose both)."""
+    crashed = await make_index(session=b"crsh")
+    a = hashes(103)
+    pending = await crashed.check_and_add(record("a", a))
+    copy = record("copy", near(a, 0.85, seed=104))
+    found = await crashed.check_and_add(copy)
+    joined = await crashed.join(copy, found.candidates[0], banded=True)
+    await crashed.close()
+    rerun = await make_index(session=b"rrun")
+    again = await rerun.check_and_add(record("a", a))
+    assert again.added and not again.candidates
+    [stored] = await rerun.records("a")
+    assert stored.canonical and stored.pending
+    [member] = await rerun.records("copy")
+    assert member.rid == joined.rid and member.group == pending.added
+
+
 async def test_a_crashed_crawls_record_replaced_by_the_rerun_leaves_no_trace(make_index, dump):
     """The rerun's insert erases the stale record in the very buckets it then writes."""
     rerun = await make_index(session=b"rrun")
