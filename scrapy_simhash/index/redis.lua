@@ -228,30 +228,26 @@ end
 
 -- One pass over the records under this id: the one this very call stored on an earlier attempt
 -- (its reply was lost), if any; else whether one is pending in another live session (the same page
--- is in flight there).
+-- is in flight there), and the groups whose canonical is a crashed crawl's record of this page. The
+-- page takes that record's place (insert), so those groups' members are not its candidates: joining
+-- one would drop the page for a copy of a page that was never exported.
 local function own_write(idh, wid, session)
-    local held = false
+    local held, replaced = false, {}
     for _, rid in ipairs(hlist('i', idh)) do
         local r = record(rid)
         if r then
-            if r.wid == wid then return r, false end
-            held = held or (r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session))
+            if r.wid == wid then return r, false, replaced end
+            if r.idh == idh and has(r.flags, PENDING) and r.session ~= session then
+                if live(r.session) then
+                    held = true
+                else
+                    local g = group(r.gid)
+                    if g and g.canonical == r.rid then replaced[r.gid] = true end
+                end
+            end
         end
     end
-    return nil, held
-end
-
--- Groups whose canonical is a crashed crawl's record of this very page: the page takes its place
--- there (insert), so their members are not its candidates (joining one would drop the page for a
--- copy of a page that was never exported).
-local function replaced_groups(idh, session)
-    local out = {}
-    for _, rid in ipairs(hlist('i', idh)) do
-        local r = record(rid)
-        local g = r and stale(r, idh, session) and group(r.gid)
-        if g and g.canonical == r.rid then out[r.gid] = true end
-    end
-    return out
+    return nil, held, replaced
 end
 
 -- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
@@ -388,11 +384,11 @@ local function check_add(a)
     local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
     local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
-    local mine, held = own_write(idh, wid, session)
+    local mine, held, replaced = own_write(idh, wid, session)
     if mine then return {seq, mine.rid, 0, 0, {}} end
     if held then return {seq, BUSY, 0, 0, {}} end
     QUERY = {byte(sketch, 1, K)}
-    local seen, best, out, replaced = {}, {}, {seq, 0, 0, 0, {}}, replaced_groups(idh, session)
+    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}}
     for b = 1, BANDS do
         for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then

@@ -239,27 +239,38 @@ class SQLiteIndex(Index):
         row = self._one("SELECT alive_until FROM sessions WHERE session = ?", (session,))
         return row is not None and row[0] > self.retention.clock()
 
-    def _own_write(self, record: Record) -> tuple[int | None, bool]:
+    def _own_write(self, record: Record) -> tuple[int | None, bool, set[int]]:
         """One read of the records under this id: the one this very call added on an earlier attempt
         (its reply was lost), if any; else whether one is pending in another live session (the same
-        page is in flight there)."""
+        page is in flight there), and the groups whose canonical is a crashed crawl's record of this
+        page. The page takes that record's place (``_insert``), so those groups' members are not its
+        candidates: joining one would drop the page for a copy of a page that was never exported."""
         rows = self._connection().execute(
-            "SELECT rid, write_id, pending FROM records WHERE id = ?", (record.id,)
+            "SELECT r.rid, r.write_id, r.pending, r.gid, g.canonical"
+            " FROM records r LEFT JOIN groups g ON g.gid = r.gid WHERE r.id = ?",
+            (record.id,),
         ).fetchall()
-        for rid, write_id, _ in rows:
+        for rid, write_id, *_ in rows:
             if write_id == record.write_id:
-                return rid, False
-        return None, any(p is not None and p != self.session and self._live(p) for _, _, p in rows)
+                return rid, False, set()
+        held, replaced = False, set()
+        for rid, _, pending, gid, canonical in rows:
+            if pending is None or pending == self.session:
+                continue
+            if self._live(pending):
+                held = True
+            elif canonical == rid:
+                replaced.add(gid)
+        return None, held, replaced
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
             (seq,) = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone() or (0,)
-            mine, held = self._own_write(record)
+            mine, held, replaced = self._own_write(record)
             if mine is not None:
                 return Lookup(mine, [], seq)
             if held:
                 return Lookup(None, [], seq, busy=True)
-            replaced = self._replaced_groups(record)
             keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
             marks = ",".join("?" * len(keys))
             rids = [
@@ -281,16 +292,6 @@ class SQLiteIndex(Index):
             same_id = self._same_id(record)
             rid = self._insert(record, sketch, digest=None)
             return Lookup(rid, [], seq, same_id)
-
-    def _replaced_groups(self, record: Record) -> set[int]:
-        """Groups whose canonical is a crashed crawl's record of this very page: the page takes its
-        place there (``_insert``), so their members are not its candidates (joining one would drop
-        the page for a copy of a page that was never exported)."""
-        rows = self._connection().execute(
-            "SELECT r.rid, r.gid, r.pending, r.id FROM records r JOIN groups g ON g.canonical = r.rid WHERE r.id = ?",
-            (record.id,),
-        )
-        return {gid for rid, gid, pending, record_id in rows if self._stale(pending, record_id, record)}
 
     def _same_id(self, record: Record) -> tuple[int, int]:
         """Other live records under this id, (this session's, earlier sessions'), stale ones left out."""
@@ -406,7 +407,7 @@ class SQLiteIndex(Index):
 
     def _check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         with self._transaction() as db:
-            mine, held = self._own_write(record)
+            mine, held, _ = self._own_write(record)
             if mine is not None:
                 return Exact(mine, None)
             if held:
