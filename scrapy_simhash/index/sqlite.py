@@ -283,10 +283,9 @@ class SQLiteIndex(Index):
             for rid in rids:
                 row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
                 equal = self.layout.equal(row[4], sketch)
-                if row[1] in replaced or self._stale(row[5], row[6], record):
+                if equal < self.layout.min_equal or row[1] in replaced or self._stale(row[5], row[6], record):
                     continue
-                if equal >= self.layout.min_equal:
-                    candidates.append(self._candidate((*row, equal)))
+                candidates.append(self._candidate((*row, equal)))
             if candidates:
                 return Lookup(None, best_first(candidates), seq)
             same_id = self._same_id(record)
