@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import jaccard_hashes
-from scrapy_simhash.index import Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
+from scrapy_simhash.index import FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
 from scrapy_simhash.layout import Layout
 
 __all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "place_exact", "verify"]
@@ -24,8 +24,6 @@ __all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "pl
 #: it then reaches pages its group's other records do not (a page drifting release after release).
 #: A closer copy adds nothing but bucket entries. Measured: docs/benchmarks.md "Groups".
 NOVELTY = 0.95
-#: Candidates whose data is read first; the rest are read only when none of these is a close copy.
-FIRST_READ = 4
 #: How far below the best match a candidate's sketch estimate may be and still be read: three
 #: standard errors of the default sketch's estimate near the threshold (132 bytes, J ~ 0.85).
 PLAUSIBLE = 0.1
@@ -147,7 +145,7 @@ async def place(
         if lookup.added is not None:
             placement.added, placement.same_id = lookup.added, lookup.same_id
             return placement
-        match = await _verify_best_first(index, record, lookup.candidates, threshold, furniture, placement)
+        match = await _verify_best_first(index, record, lookup, threshold, furniture, placement)
         if match is None:
             since = lookup.seq  # judged everything up to here: only newer records can stop the insert
             continue
@@ -166,7 +164,7 @@ async def place(
 async def _verify_best_first(
     index: Judged,
     record: Record,
-    candidates: list[Candidate],
+    lookup: Lookup,
     threshold: float,
     furniture: Furniture | None,
     placement: Placement,
@@ -174,8 +172,9 @@ async def _verify_best_first(
     """:func:`verify`, reading candidates' data best sketch first: the ``FIRST_READ`` best, then only
     those whose sketch estimate could still beat the best match (within ``PLAUSIBLE`` of it). A
     copy's best sketch is nearly always its match, and reading every candidate's data was most of a
-    duplicate's cost."""
+    duplicate's cost. Data the lookup brought along is not read again."""
     best: Verified | None = None
+    candidates, read = lookup.candidates, dict(lookup.read)
     for chunk in (candidates[:FIRST_READ], candidates[FIRST_READ:]):
         if best is not None:
             if best.jaccard >= NOVELTY:
@@ -183,7 +182,10 @@ async def _verify_best_first(
             chunk = [c for c in chunk if index.layout.estimate(c.equal) >= best.jaccard - PLAUSIBLE]
         if not chunk:
             break
-        details = await index.details(chunk)
+        unread = [c for c in chunk if c.key not in read]
+        if unread:
+            read.update(zip((c.key for c in unread), await index.details(unread)))
+        details = [read[c.key] for c in chunk]
         match, rejected, unreadable = await verify(record, chunk, details, threshold, furniture)
         placement.rejected += rejected
         placement.unreadable += unreadable

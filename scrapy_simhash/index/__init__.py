@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from scrapy.utils.misc import load_object
 
 from scrapy_simhash.index.base import (
+    FIRST_READ,
     Candidate,
     Details,
     Erased,
@@ -32,6 +33,7 @@ from scrapy_simhash.layout import Layout
 
 __all__ = [
     "BACKENDS",
+    "FIRST_READ",
     "Candidate",
     "Details",
     "Erased",

@@ -49,6 +49,9 @@ MAX_BANDED_MEMBERS = 32
 #: through any member, so a family of many findable members need not be read whole. Measured:
 #: docs/benchmarks.md "Candidates per group".
 CANDIDATES_PER_GROUP = 4
+#: Candidates whose data judging reads first (best first); a backend that can returns their data with
+#: the lookup, saving a duplicate a call. Measured: docs/benchmarks.md "Details with the lookup".
+FIRST_READ = 4
 
 
 def handle(value: str) -> bytes:
@@ -150,6 +153,8 @@ class Lookup(NamedTuple):
     (by this session, by earlier ones): a spider that gives several pages one id, or a recrawl.
     ``busy``: nothing was done, because a record under this id is pending in another live session
     (two crawls have the same page in flight): ask again once it is confirmed or that session is gone.
+    ``read``: data of candidates the backend read with the lookup, by their ``key``, as
+    :meth:`Index.details` gives it.
     """
 
     added: int | None
@@ -157,6 +162,7 @@ class Lookup(NamedTuple):
     seq: int
     same_id: tuple[int, int] = (0, 0)
     busy: bool = False
+    read: dict[bytes, Details | None] = {}
 
 
 class Exact(NamedTuple):

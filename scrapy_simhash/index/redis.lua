@@ -265,6 +265,20 @@ local function candidate_reply(r, g, same, head)
     return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. char(same) .. r.wid .. (head and head.wid or '')
 end
 
+-- A candidate's page data for verification, one string so that many parse in few steps: six
+-- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
+local function detail_row(wid, head_wid)
+    local f = redis.call('HMGET', DATA .. wid, 's', 'i', 'u', 'h')
+    if not f[2] then return '' end
+    local blob, head_id, head_url = f[1] or '', f[2], f[3]
+    if head_wid ~= wid then
+        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, 'i', 'u') or {}
+        head_id, head_url = head[1] or '', head[2] or ''
+    end
+    return pack('>I4I4I4I4I4I4', #blob, #f[2], #f[3], #f[4], #head_id, #head_url)
+        .. blob .. f[2] .. f[3] .. f[4] .. head_id .. head_url
+end
+
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
 -- findable member becomes canonical. Returns {rid, was canonical, promoted rid or 0, its write id,
 -- the erased record's write id}.
@@ -377,18 +391,18 @@ local function keep_best(best, r, same)
     end
 end
 
--- Arguments: since, sketch, then insert's. Candidates newer than ``since``, or the
+-- Arguments: since, sketch, then insert's. Candidates newer than ``since``, best first, or the
 -- record added when there are none: {seq, added rid (0: none), same id here, same id earlier,
--- {stale write ids}, {candidate}...}.
+-- {stale write ids}, {details rows of the FIRST_READ best candidates, one server only}, candidate...}.
 local function check_add(a)
     local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
     local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
     local mine, held, replaced = own_write(idh, wid, session)
-    if mine then return {seq, mine.rid, 0, 0, {}} end
-    if held then return {seq, BUSY, 0, 0, {}} end
+    if mine then return {seq, mine.rid, 0, 0, {}, {}} end
+    if held then return {seq, BUSY, 0, 0, {}, {}} end
     QUERY = {byte(sketch, 1, K)}
-    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}}
+    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}, {}}
     for b = 1, BANDS do
         for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then
@@ -402,16 +416,29 @@ local function check_add(a)
             end
         end
     end
+    local found = {}
     for gid, kept in pairs(best) do
         local g = group(gid)
         if g and g.flags ~= CLOSED then
             local head = g.canonical > 0 and record(g.canonical)
-            for _, c in ipairs(kept) do out[#out + 1] = candidate_reply(c.r, g, c.same, head) end
+            for _, c in ipairs(kept) do
+                c.g, c.head = g, head
+                found[#found + 1] = c
+            end
         end
     end
-    if #out > 5 then return out end  -- the reply's head is 5 entries: candidates follow it
-    local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
-    return {seq, added[1], added[2], added[3], added[4]}
+    if #found == 0 then
+        local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
+        return {seq, added[1], added[2], added[3], added[4], {}}
+    end
+    table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.r.rid < y.r.rid) end)
+    local read = {}
+    for i, c in ipairs(found) do
+        out[#out + 1] = candidate_reply(c.r, c.g, c.same, c.head)
+        if WRITE_DATA and i <= FIRST_READ then read[i] = detail_row(c.r.wid, c.head and c.head.wid or '') end
+    end
+    out[6] = read
+    return out
 end
 
 -- Arguments: digest (16 bytes), then insert's. The record holding the digest, or the one added.
@@ -547,24 +574,10 @@ local function identity(a)
 end
 
 -- Arguments: pairs of (write id, its group's canonical's write id); one server only (the page data is
--- in the script's reach). Per pair one string, so many candidates parse in few steps: six 4-byte
--- lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
+-- in the script's reach). Rows as detail_row.
 local function details(a)
     local out = {}
-    for i = a, #ARGV, 2 do
-        local f = redis.call('HMGET', DATA .. ARGV[i], 's', 'i', 'u', 'h')
-        if f[2] then
-            local blob, head_id, head_url = f[1] or '', f[2], f[3]
-            if ARGV[i + 1] ~= ARGV[i] then
-                local head = ARGV[i + 1] ~= '' and redis.call('HMGET', DATA .. ARGV[i + 1], 'i', 'u') or {}
-                head_id, head_url = head[1] or '', head[2] or ''
-            end
-            out[#out + 1] = pack('>I4I4I4I4I4I4', #blob, #f[2], #f[3], #f[4], #head_id, #head_url)
-                .. blob .. f[2] .. f[3] .. f[4] .. head_id .. head_url
-        else
-            out[#out + 1] = ''
-        end
-    end
+    for i = a, #ARGV, 2 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1]) end
     return out
 end
 

@@ -17,6 +17,7 @@ import redis.exceptions
 
 from scrapy_simhash.index.base import (
     CANDIDATES_PER_GROUP,
+    FIRST_READ,
     MAX_BANDED_MEMBERS,
     Candidate,
     Details,
@@ -29,7 +30,6 @@ from scrapy_simhash.index.base import (
     Lookup,
     Record,
     StoredRecord,
-    best_first,
     handle,
 )
 from scrapy_simhash.layout import Layout
@@ -50,7 +50,7 @@ def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
     """The layout and the data key prefix as Lua constants, prepended to the script."""
     return (
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
-        f"local MAX_BANDED, PER_GROUP = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}\n"
+        f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
         f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
     )
@@ -159,17 +159,23 @@ class RedisIndex(Index):
         sketch = record.sketch(self.layout)
         data = await self._write_data(record) if since == 0 else self._page_data(record)
         reply = await self._call("check_add", since, sketch, *self._record_args(record), *data)
-        seq, added, this, earlier, stale = reply[:5]
+        seq, added, this, earlier, stale, rows = reply[:6]
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
-        candidates = best_first(self._candidate(c) for c in reply[5:])
-        return Lookup(added or None, candidates, seq, (this, earlier))
+        candidates = [self._candidate(c) for c in reply[6:]]  # best first, as the script orders them
+        read = dict(zip((c.key for c in candidates), self._details(self._unpack_rows(rows))))
+        return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
         if not candidates:
             return []
-        rows = await (self._cluster_details(candidates) if self.cluster else self._server_details(candidates))
+        if self.cluster:
+            return self._details(await self._cluster_details(candidates))
+        keys = (key for c in candidates for key in (c.key, c.canonical_key))
+        return self._details(self._unpack_rows(await self._call("details", *keys)))
+
+    def _details(self, rows: list[tuple[bytes, ...] | None]) -> list[Details | None]:
         out: list[Details | None] = []
         for row in rows:
             if row is None:
@@ -188,9 +194,9 @@ class RedisIndex(Index):
             )
         return out
 
-    async def _server_details(self, candidates: list[Candidate]) -> list[tuple[bytes, ...] | None]:
-        """Page data of candidates and their canonicals in one script call (``details`` in redis.lua)."""
-        packed = await self._call("details", *(key for c in candidates for key in (c.key, c.canonical_key)))
+    @staticmethod
+    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes, ...] | None]:
+        """Page data rows as ``detail_row`` in redis.lua packs them."""
         rows: list[tuple[bytes, ...] | None] = []
         for row in packed:
             if not row:

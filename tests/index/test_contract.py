@@ -9,7 +9,7 @@ import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
-from scrapy_simhash.index.base import CANDIDATES_PER_GROUP
+from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ
 from scrapy_simhash.layout import Layout
 
 
@@ -117,6 +117,28 @@ async def test_a_lookup_returns_a_groups_best_members_only_and_every_group(make_
         reverse=True,
     )
     assert [c.equal for c in by_group[first.added]] == equals[:CANDIDATES_PER_GROUP]
+
+
+async def test_data_read_with_a_lookup_is_what_details_reads(make_index):
+    """A backend may bring the best candidates' data along with the lookup; it must be theirs."""
+    index = await make_index()
+    base = hashes(50)
+    pages = [near(base, 0.84 + 0.02 * i, seed=51 + i) for i in range(FIRST_READ + 2)]
+    for i, page in enumerate(pages):
+        first = await index.check_and_add(record(f"p{i}", page, host=f"h{i}.example"))
+        if first.added is None:
+            await index.check_and_add(record(f"p{i}", page, host=f"h{i}.example"), since=first.seq)
+    lookup = await index.check_and_add(record("copy", base))
+    assert len(lookup.candidates) == len(pages)
+    assert set(lookup.read) <= {c.key for c in lookup.candidates[:FIRST_READ]}
+    for candidate in lookup.candidates:
+        if candidate.key in lookup.read:
+            [read] = await index.details([candidate])
+            brought = lookup.read[candidate.key]
+            assert (brought.id, brought.url, brought.host, brought.canonical_id, brought.canonical_url) == (
+                read.id, read.url, read.host, read.canonical_id, read.canonical_url
+            )
+            assert np.array_equal(brought.hashes, read.hashes)
 
 
 async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index):

@@ -12,6 +12,7 @@ from samples import LAYOUT, hashes, near, record
 from texts import article
 
 from scrapy_simhash.index import open_index
+from scrapy_simhash.judge import place
 
 pytestmark = pytest.mark.redis
 
@@ -34,6 +35,38 @@ async def test_an_index_of_another_schema_is_refused(throwaway_redis):
     with pytest.raises(ValueError, match="key schema 3 of scrapy-simhash; this version reads schema 4"):
         await opened(throwaway_redis.url)
     admin.close()
+
+
+class CallLog:
+    """A real index that logs which of its calls judging made."""
+
+    def __init__(self, index) -> None:
+        self.index, self.calls = index, []
+
+    def __getattr__(self, name):
+        attribute = getattr(self.index, name)
+        if name not in ("check_and_add", "details", "join"):
+            return attribute
+
+        async def logged(*args, **kwargs):
+            self.calls.append(name)
+            return await attribute(*args, **kwargs)
+
+        return logged
+
+
+async def test_a_copy_is_judged_in_two_script_calls_on_one_server(redis_server_url, redis_prefix):
+    """The lookup brings its best candidates' data along: no call of its own to read them."""
+    index = await opened(redis_server_url, redis_prefix + ":{j}")
+    try:
+        base = hashes(60)
+        await place(index, record("base", base), threshold=0.82)
+        logged = CallLog(index)
+        placement = await place(logged, record("copy", near(base, 0.9, seed=61)), threshold=0.82)
+    finally:
+        await index.close()
+    assert placement.match.details.id == "base"
+    assert logged.calls == ["check_and_add", "join"]
 
 
 async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):

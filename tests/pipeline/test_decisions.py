@@ -167,16 +167,17 @@ async def test_a_match_erased_before_the_join_is_looked_up_again_not_passed_unch
     pipeline = await open_pipeline(settings())
     text = article(9)
     index = pipeline.index.index
-    read_details = index.details
+    look_up = index.check_and_add
 
-    async def details_then_erase(candidates):  # the erasure (or expiry) lands between lookup and join
-        found = await read_details(candidates)
-        await index.erase("https://a.example/first")
-        return found
+    async def look_up_then_erase(record, since=0):  # the erasure (or expiry) lands between lookup and join
+        lookup = await look_up(record, since)
+        if lookup.candidates:
+            await index.erase("https://a.example/first")
+        return lookup
 
     try:
         assert await feed(pipeline, {"url": "https://a.example/first", "body_text": text})
-        index.details = details_then_erase
+        index.check_and_add = look_up_then_erase
         assert await feed(pipeline, {"url": "https://a.example/second", "body_text": text})
     finally:
         await pipeline.close_spider()

@@ -20,6 +20,7 @@ class ReadCounting:
     async def check_and_add(self, record, since=0):
         lookup = await self.index.check_and_add(record, since)
         self.found += len(lookup.candidates)
+        self.read += len(lookup.read)
         return lookup
 
     async def details(self, candidates):
