@@ -1,7 +1,7 @@
 -- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
 -- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
--- MIN_EQUAL, MAX_BANDED, PER_GROUP. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so 64-bit values
--- (fingerprints, write ids, handles) only ever travel and are stored as bytes.
+-- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ. Key schema: docs/how-it-works.md. Numbers are doubles
+-- in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored as bytes.
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
@@ -259,10 +259,10 @@ local function write_data(wid, a, banded)
 end
 
 -- One string per candidate, so a reply of many candidates parses in few steps: rid, group,
--- canonical (5 bytes each), fingerprint (8), sketch bytes shared (1), write id (8), the
+-- canonical (5 bytes each), fingerprint (8), sketch bytes shared (2), write id (8), the
 -- canonical's write id (8, absent when the group has no canonical).
 local function candidate_reply(r, g, same, head)
-    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. char(same) .. r.wid .. (head and head.wid or '')
+    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack('>I2', same) .. r.wid .. (head and head.wid or '')
 end
 
 -- A candidate's page data for verification, one string so that many parse in few steps: six

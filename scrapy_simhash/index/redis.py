@@ -134,9 +134,9 @@ class RedisIndex(Index):
             int.from_bytes(packed[5:10], "big"),
             int.from_bytes(packed[10:15], "big"),
             int.from_bytes(packed[15:23], "big"),
-            packed[23],
-            packed[24:32],
-            packed[32:40],
+            int.from_bytes(packed[23:25], "big"),
+            packed[25:33],
+            packed[33:41],
         )
 
     # -- the contract ------------------------------------------------------------------------------

@@ -162,6 +162,29 @@ async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index)
     assert sorted(c.rid for c in lookup.candidates) == [stored["r4"], stored["r9"]]
 
 
+@pytest.mark.parametrize("bands, rows", [(5, 7), (50, 6)])
+async def test_a_candidates_shared_sketch_bytes_are_counted_whatever_the_sketch_size(make_index, bands, rows):
+    """The count ranks a group's candidates and filters them by the estimate, for every layout."""
+    layout = Layout(bands=bands, rows=rows, min_estimate=0.0)
+    index = await make_index(layout=layout)
+    rng = np.random.default_rng(bands)
+    query = rng.integers(0, 256, layout.size, dtype=np.uint8)
+    expected = {}
+    for i in range(4):
+        sketch = query.copy()
+        changed = rng.choice(np.arange(rows, layout.size), size=7 * i + 3, replace=False)
+        sketch[changed] ^= 1 + i
+        r = record(f"r{i}", hashes(0, count=0))
+        r._sketch = (layout, sketch.tobytes())
+        lookup = await index.check_and_add(r)
+        rid = lookup.added or (await index.check_and_add(r, since=lookup.seq)).added
+        expected[rid] = layout.size - len(changed)
+    q = record("query", hashes(0, count=0))
+    q._sketch = (layout, query.tobytes())
+    lookup = await index.check_and_add(q)
+    assert {c.rid: c.equal for c in lookup.candidates} == expected
+
+
 async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
     index = await make_index()
     a = hashes(30)
