@@ -44,8 +44,10 @@ class Clock:
         return self.now
 
 
-def race(url: str, prefix: str, values: list[np.ndarray], start, results) -> None:
-    """One crawler process of a race: ingest ``values`` as the pipeline does, report what it added."""
+def race(url: str, prefix: str, values: list[np.ndarray], start, finished, results) -> None:
+    """One crawler process of a race: ingest ``values`` as the pipeline does, report what it added.
+    Its session closes once every process is ``finished``: live crawls' pending records are canonicals,
+    a closed session's are a crashed crawl's."""
 
     async def run() -> list[int]:
         index = open_index(url, layout=LAYOUT, key_prefix=prefix)
@@ -61,6 +63,7 @@ def race(url: str, prefix: str, values: list[np.ndarray], start, results) -> Non
                 since = lookup.seq
             if lookup.added:
                 added.append(i)
+        finished.wait()
         await index.close()
         return added
 

@@ -220,34 +220,24 @@ local function live(session)
     return redis.call('EXISTS', P .. ':live:' .. session) == 1
 end
 
--- A pending record of another session under this id whose lease lapsed: a crashed crawl's item,
--- never scraped.
-local function stale(r, idh, session)
-    return has(r.flags, PENDING) and r.session ~= session and r.idh == idh and not live(r.session)
+-- A pending record of another session whose lease lapsed: a crashed crawl's item, never scraped.
+local function crashed(r, session)
+    return has(r.flags, PENDING) and r.session ~= session and not live(r.session)
 end
 
 -- One pass over the records under this id: the one this very call stored on an earlier attempt
 -- (its reply was lost), if any; else whether one is pending in another live session (the same page
--- is in flight there), and the groups whose canonical is a crashed crawl's record of this page. The
--- page takes that record's place (insert), so those groups' members are not its candidates: joining
--- one would drop the page for a copy of a page that was never exported.
+-- is in flight there).
 local function own_write(idh, wid, session)
-    local held, replaced = false, {}
+    local held = false
     for _, rid in ipairs(hlist('i', idh)) do
         local r = record(rid)
         if r then
-            if r.wid == wid then return r, false, replaced end
-            if r.idh == idh and has(r.flags, PENDING) and r.session ~= session then
-                if live(r.session) then
-                    held = true
-                else
-                    local g = group(r.gid)
-                    if g and g.canonical == r.rid then replaced[r.gid] = true end
-                end
-            end
+            if r.wid == wid then return r, false end
+            if r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session) then held = true end
         end
     end
-    return nil, held, replaced
+    return nil, held
 end
 
 -- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
@@ -337,7 +327,7 @@ local function insert(a, sketch, flags, digest)
     for _, other in ipairs(hlist('i', idh)) do
         local r = record(other)
         if r and r.idh == idh then
-            if stale(r, idh, session) then
+            if crashed(r, session) then
                 local g = group(r.gid)
                 if g.canonical == r.rid and g.size > 1 then
                     gid = r.gid
@@ -398,7 +388,7 @@ local function check_add(a)
     local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
     local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
-    local mine, held, replaced = own_write(idh, wid, session)
+    local mine, held = own_write(idh, wid, session)
     if mine then return {seq, mine.rid, 0, 0, {}, {}} end
     if held then return {seq, BUSY, 0, 0, {}, {}} end
     QUERY = {byte(sketch, 1, K)}
@@ -409,18 +399,18 @@ local function check_add(a)
                 seen[rid] = true
                 local s = read_slot('m', SLOT, rid)
                 local same = s and equal(s) or 0
-                if same >= MIN_EQUAL then
-                    local r = parse_record(rid, s)
-                    if not stale(r, idh, session) and not replaced[r.gid] then keep_best(best, r, same) end
-                end
+                if same >= MIN_EQUAL then keep_best(best, parse_record(rid, s), same) end
             end
         end
     end
+    -- A group whose canonical is a crashed crawl's page is joined by no page: its copies were
+    -- dropped for a page that never reached the feed. This page starts a group of its own (or,
+    -- being that page, takes its record's place: insert).
     local found = {}
     for gid, kept in pairs(best) do
         local g = group(gid)
-        if g and g.flags ~= CLOSED then
-            local head = g.canonical > 0 and record(g.canonical)
+        local head = g and g.canonical > 0 and record(g.canonical)
+        if g and g.flags ~= CLOSED and not (head and crashed(head, session)) then
             for _, c in ipairs(kept) do
                 c.g, c.head = g, head
                 found[#found + 1] = c
@@ -452,8 +442,9 @@ local function check_add_exact(a)
     if holder then
         local r = record(n5(holder))
         local g = r and group(r.gid)
-        if r and not stale(r, idh, session) and g.canonical > 0 and g.flags ~= CLOSED then
-            return {0, 0, 0, 0, {}, candidate_reply(r, g, K, record(g.canonical))}
+        local head = g and g.canonical > 0 and record(g.canonical)
+        if head and g.flags ~= CLOSED and not crashed(head, session) then
+            return {0, 0, 0, 0, {}, candidate_reply(r, g, K, head)}
         end
         redis.call('HDEL', key, field)
     end

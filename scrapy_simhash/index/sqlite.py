@@ -75,7 +75,7 @@ CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITH
 """
 
 _CANDIDATE = (
-    "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, r.pending, r.id, r.write_id, c.write_id"
+    "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, c.pending, r.write_id, c.write_id"
     " FROM records r JOIN groups g ON g.gid = r.gid LEFT JOIN records c ON c.rid = g.canonical"
 )
 
@@ -227,46 +227,34 @@ class SQLiteIndex(Index):
             db.execute(sql, params)
 
     def _candidate(self, row: tuple) -> Candidate:
-        rid, gid, canonical, fingerprint, _sketch, _pending, _id, key, canonical_key, equal = row
+        rid, gid, canonical, fingerprint, _sketch, _canonical_pending, key, canonical_key, equal = row
         return Candidate(rid, gid, canonical, to_unsigned(fingerprint), equal, key, canonical_key or b"")
 
-    def _stale(self, pending: bytes | None, record_id: str, record: Record) -> bool:
-        """A pending record of another session under this id whose lease lapsed: a crashed crawl's
-        item, never scraped."""
-        return pending is not None and pending != self.session and record_id == record.id and not self._live(pending)
+    def _crashed(self, pending: bytes | None) -> bool:
+        """A record pending in another session whose lease lapsed: a crashed crawl's item, never scraped."""
+        return pending is not None and pending != self.session and not self._live(pending)
 
     def _live(self, session: bytes) -> bool:
         row = self._one("SELECT alive_until FROM sessions WHERE session = ?", (session,))
         return row is not None and row[0] > self.retention.clock()
 
-    def _own_write(self, record: Record) -> tuple[int | None, bool, set[int]]:
+    def _own_write(self, record: Record) -> tuple[int | None, bool]:
         """One read of the records under this id: the one this very call added on an earlier attempt
         (its reply was lost), if any; else whether one is pending in another live session (the same
-        page is in flight there), and the groups whose canonical is a crashed crawl's record of this
-        page. The page takes that record's place (``_insert``), so those groups' members are not its
-        candidates: joining one would drop the page for a copy of a page that was never exported."""
+        page is in flight there)."""
         rows = self._connection().execute(
-            "SELECT r.rid, r.write_id, r.pending, r.gid, g.canonical"
-            " FROM records r LEFT JOIN groups g ON g.gid = r.gid WHERE r.id = ?",
-            (record.id,),
+            "SELECT rid, write_id, pending FROM records WHERE id = ?", (record.id,)
         ).fetchall()
-        for rid, write_id, *_ in rows:
+        for rid, write_id, _ in rows:
             if write_id == record.write_id:
-                return rid, False, set()
-        held, replaced = False, set()
-        for rid, _, pending, gid, canonical in rows:
-            if pending is None or pending == self.session:
-                continue
-            if self._live(pending):
-                held = True
-            elif canonical == rid:
-                replaced.add(gid)
-        return None, held, replaced
+                return rid, False
+        held = any(pending not in (None, self.session) and self._live(pending) for _, _, pending in rows)
+        return None, held
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
             (seq,) = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone() or (0,)
-            mine, held, replaced = self._own_write(record)
+            mine, held = self._own_write(record)
             if mine is not None:
                 return Lookup(mine, [], seq)
             if held:
@@ -279,11 +267,14 @@ class SQLiteIndex(Index):
                     f"SELECT DISTINCT rid FROM bands WHERE key IN ({marks}) AND rid > ?", (*keys, since)
                 )
             ]
+            # A group whose canonical is a crashed crawl's page is joined by no page: its copies were
+            # dropped for a page that never reached the feed. This page starts a group of its own (or,
+            # being that page, takes its record's place: _insert).
             candidates = []
             for rid in rids:
                 row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
                 equal = self.layout.equal(row[4], sketch)
-                if equal < self.layout.min_equal or row[1] in replaced or self._stale(row[5], row[6], record):
+                if equal < self.layout.min_equal or self._crashed(row[5]):
                     continue
                 candidates.append(self._candidate((*row, equal)))
             if candidates:
@@ -406,15 +397,15 @@ class SQLiteIndex(Index):
 
     def _check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         with self._transaction() as db:
-            mine, held, _ = self._own_write(record)
+            mine, held = self._own_write(record)
             if mine is not None:
                 return Exact(mine, None)
             if held:
                 return Exact(None, None, busy=True)
             row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
-            if row is not None and not self._stale(row[5], row[6], record) and row[2] != 0:
+            if row is not None and row[2] != 0 and not self._crashed(row[5]):
                 return Exact(None, self._candidate((*row, self.layout.size)))
-            if row is not None:  # stale, or a group left without canonical: the text starts anew
+            if row is not None:  # a crashed crawl's group, or one left without canonical: the text starts anew
                 db.execute("UPDATE records SET digest = NULL WHERE rid = ?", (row[0],))
             return Exact(self._insert(record, b"", digest=digest), None)
 

@@ -313,6 +313,23 @@ async def test_a_rerun_page_takes_its_crashed_records_place_in_the_group_it_star
     assert member.rid == joined.rid and member.group == pending.added
 
 
+async def test_no_page_joins_a_group_whose_canonical_a_crashed_crawl_never_exported(make_index):
+    """The group's copies were dropped for a page that never reached the feed: a later copy starts a
+    group of its own and is kept, and the rerun's page then joins that copy."""
+    crashed = await make_index(session=b"crsh")
+    a = hashes(105)
+    await crashed.check_and_add(record("a", a))
+    member = record("member", near(a, 0.9, seed=106))
+    found = await crashed.check_and_add(member)
+    await crashed.join(member, found.candidates[0], banded=True)
+    await crashed.close()
+    later = await make_index(session=b"late")
+    copy = await later.check_and_add(record("copy", near(a, 0.9, seed=107)))
+    assert copy.added and not copy.candidates
+    rerun = await later.check_and_add(record("a", a))
+    assert [c.rid for c in rerun.candidates] == [copy.added]
+
+
 async def test_a_crashed_crawls_record_replaced_by_the_rerun_leaves_no_trace(make_index, dump):
     """The rerun's insert erases the stale record in the very buckets it then writes."""
     rerun = await make_index(session=b"rrun")
@@ -392,8 +409,8 @@ async def test_concurrent_processes_make_one_canonical_per_text(location, make_i
     url, prefix = location
     values = [hashes(200 + i) for i in range(40)]
     context = multiprocessing.get_context("spawn")
-    start, results = context.Event(), context.Queue()
-    workers = [context.Process(target=race, args=(url, prefix, values, start, results)) for _ in range(3)]
+    start, finished, results = context.Event(), context.Barrier(3), context.Queue()
+    workers = [context.Process(target=race, args=(url, prefix, values, start, finished, results)) for _ in range(3)]
     for worker in workers:
         worker.start()
     start.set()

@@ -163,6 +163,24 @@ async def test_an_item_indexed_but_never_scraped_is_not_its_own_duplicate_on_the
         await rerun.close_spider()
 
 
+async def test_a_copy_of_a_page_a_killed_crawl_never_exported_is_kept(settings):
+    """The killed crawl dropped a copy for a page it never exported; the next copy is kept, so the text
+    reaches the feed, and the page itself, fetched again, is then its duplicate."""
+    text = article(401)
+    crashed = await open_pipeline(settings())
+    try:
+        assert await feed(crashed, {"url": "https://s/p", "body_text": text}, scraped=False)
+        assert not await feed(crashed, {"url": "https://s/first-copy", "body_text": text})
+    finally:
+        await crashed.close_spider()
+    rerun = await open_pipeline(settings())
+    try:
+        assert await feed(rerun, {"url": "https://s/second-copy", "body_text": text})
+        assert not await feed(rerun, {"url": "https://s/p", "body_text": text})
+    finally:
+        await rerun.close_spider()
+
+
 async def test_a_match_erased_before_the_join_is_looked_up_again_not_passed_unchecked(settings):
     pipeline = await open_pipeline(settings())
     text = article(9)
