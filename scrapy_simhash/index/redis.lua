@@ -1,7 +1,8 @@
 -- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
 -- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
--- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ. Key schema: docs/how-it-works.md. Numbers are doubles
--- in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored as bytes.
+-- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, and same_bytes(s, at, q), a byte comparison unrolled
+-- for K. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so 64-bit values (fingerprints,
+-- write ids, handles) only ever travel and are stored as bytes.
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
@@ -204,11 +205,7 @@ end
 -- records a lookup reads are only compared, never parsed.
 local QUERY
 local function equal(s)
-    local same, other = 0, {byte(s, SLOT - K + 1, SLOT)}
-    for i = 1, K do
-        if QUERY[i] == other[i] then same = same + 1 end
-    end
-    return same
+    return same_bytes(s, SLOT - K + 1, QUERY)
 end
 
 local function set_expiry(g, now)

@@ -53,7 +53,23 @@ def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
         f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
+        f"{_lua_same_bytes(layout.size)}"
     )
+
+
+def _lua_same_bytes(size: int, chunk: int = 48) -> str:
+    """Lua ``same_bytes(s, at, q)``: how many of the ``size`` bytes of ``s`` from ``at`` equal
+    ``q[1..size]``, unrolled for the layout's size: Lua 5.1 has no vector compare, and a loop over a
+    table of the bytes cost twice as much, on every record a lookup reads. Measured:
+    docs/benchmarks.md "Sketch comparison in the script"."""
+    lines = ["local function same_bytes(s, at, q)", "    local same = 0"]
+    for start in range(0, size, chunk):
+        width = min(chunk, size - start)
+        names = ", ".join(f"b{i}" for i in range(1, width + 1))
+        lines.append(f"    do local {names} = string.byte(s, at + {start}, at + {start + width - 1})")
+        lines += [f"        if b{i} == q[{start + i}] then same = same + 1 end" for i in range(1, width + 1)]
+        lines.append("    end")
+    return "\n".join([*lines, "    return same", "end", ""])
 
 
 def _lua_string(value: str) -> str:
