@@ -231,7 +231,7 @@ local function own_write(idh, wid, session)
         local r = record(rid)
         if r then
             if r.wid == wid then return r, false end
-            if r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session) then held = true end
+            held = held or (r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session))
         end
     end
     return nil, held

@@ -248,8 +248,7 @@ class SQLiteIndex(Index):
         for rid, write_id, _ in rows:
             if write_id == record.write_id:
                 return rid, False
-        held = any(pending not in (None, self.session) and self._live(pending) for _, _, pending in rows)
-        return None, held
+        return None, any(p is not None and p != self.session and self._live(p) for _, _, p in rows)
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
@@ -274,9 +273,8 @@ class SQLiteIndex(Index):
             for rid in rids:
                 row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
                 equal = self.layout.equal(row[4], sketch)
-                if equal < self.layout.min_equal or self._crashed(row[5]):
-                    continue
-                candidates.append(self._candidate((*row, equal)))
+                if equal >= self.layout.min_equal and not self._crashed(row[5]):
+                    candidates.append(self._candidate((*row, equal)))
             if candidates:
                 return Lookup(None, best_first(candidates), seq)
             same_id = self._same_id(record)
