@@ -127,9 +127,14 @@ end
 
 -- Band buckets, gathered so that an index of any size keeps few, small hash entries: a band key's
 -- first byte (with the band's number) names the hash, its second byte the field, and the field's
--- value lists entries of (the key's remaining bytes, rid). Measured: docs/benchmarks.md "Index at scale".
+-- value lists entries of (the key's remaining bytes, rid). A field past SPLIT_AT entries is split 16
+-- ways by the next four bits of the key into fields named by the bits so far, and keeps the marker
+-- SPLIT; a split field splits again, down to LEVELS levels. A lookup reads its key's field at every
+-- level in one HMGET, so it copies and searches a short list however large the index. Measured:
+-- docs/benchmarks.md "Index at scale".
 local REST = ROWS - 2
 local ENTRY = REST + 5
+local SPLIT, LEVELS = '\0', 3   -- one byte: never a list of entries
 
 local function bucket(sketch, b)
     local at = (b - 1) * ROWS + 1
@@ -137,22 +142,41 @@ local function bucket(sketch, b)
     return P .. ':b:' .. char(b - 1) .. sub(band, 1, 1), sub(band, 2, 2), sub(band, 3)
 end
 
--- A bucket field's value as this call last read or wrote it: a lookup that finds nothing inserts
--- into the very fields it has just read.
+-- Four bits of the key's remaining bytes ``rest``: the high ones of its first byte, then the low ones.
+local function nibble(rest, level)
+    local v = byte(rest, 1)
+    if level == 1 then return char(floor(v / 16)) end
+    return char(v % 16)
+end
+
+-- Bucket hash fields as this call last read or wrote them, by hash key then field name: a lookup
+-- that finds nothing inserts into the very fields it has just read.
 local FIELDS = {}
-local function field_value(key, field)
-    local id = key .. '\0' .. field
-    local value = FIELDS[id]
-    if not value then
-        value = redis.call('HGET', key, field) or ''
-        FIELDS[id] = value
+
+-- The field of hash ``key`` that lists the entries of band key (field, rest), its level, and the
+-- hash's cached fields.
+local function bucket_field(key, field, rest)
+    local cached = FIELDS[key]
+    if not cached then
+        cached = {}
+        FIELDS[key] = cached
     end
-    return value, id
+    local second = field .. nibble(rest, 1)
+    local third = second .. nibble(rest, 2)
+    if cached[field] == nil or (cached[field] == SPLIT and (cached[second] == nil or
+            (cached[second] == SPLIT and cached[third] == nil))) then
+        local v = redis.call('HMGET', key, field, second, third)
+        cached[field], cached[second], cached[third] = v[1] or '', v[2] or '', v[3] or ''
+    end
+    if cached[field] ~= SPLIT then return field, 1, cached end
+    if cached[second] ~= SPLIT then return second, 2, cached end
+    return third, 3, cached
 end
 
 local function band_rids(sketch, b)
     local key, field, rest = bucket(sketch, b)
-    local list, out = field_value(key, field), {}
+    local name, _, cached = bucket_field(key, field, rest)
+    local list, out = cached[name], {}
     local at = string.find(list, rest, 1, true)
     while at do
         if (at - 1) % ENTRY == 0 then
@@ -165,20 +189,40 @@ local function band_rids(sketch, b)
     return out
 end
 
+-- Field ``name`` (at ``level``) becomes the marker, its entries ``list`` going to the next level.
+local function split(key, name, level, list, cached)
+    local parts = {}
+    for at = 1, #list, ENTRY do
+        local deeper = name .. nibble(sub(list, at, at + REST - 1), level)
+        parts[deeper] = (parts[deeper] or '') .. sub(list, at, at + ENTRY - 1)
+    end
+    for deeper, part in pairs(parts) do
+        redis.call('HSET', key, deeper, part)
+        cached[deeper] = part
+    end
+    redis.call('HSET', key, name, SPLIT)
+    cached[name] = SPLIT
+end
+
 local function enband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local value, id = field_value(key, field)
-        value = value .. rest .. r5(r.rid)
-        redis.call('HSET', key, field, value)
-        FIELDS[id] = value
+        local name, level, cached = bucket_field(key, field, rest)
+        local value = cached[name] .. rest .. r5(r.rid)
+        if level < LEVELS and #value > SPLIT_AT * ENTRY then
+            split(key, name, level, value, cached)
+        else
+            redis.call('HSET', key, name, value)
+            cached[name] = value
+        end
     end
 end
 
 local function unband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local list, id = field_value(key, field)
+        local name, _, cached = bucket_field(key, field, rest)
+        local list = cached[name]
         local entry = rest .. r5(r.rid)
         for at = 1, #list, ENTRY do
             if sub(list, at, at + ENTRY - 1) == entry then
@@ -186,8 +230,8 @@ local function unband(r)
                 break
             end
         end
-        if #list > 0 then redis.call('HSET', key, field, list) else redis.call('HDEL', key, field) end
-        FIELDS[id] = list
+        if #list > 0 then redis.call('HSET', key, name, list) else redis.call('HDEL', key, name) end
+        cached[name] = list
     end
 end
 

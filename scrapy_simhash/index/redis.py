@@ -44,6 +44,10 @@ _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
+#: Entries a band bucket field lists before it is split (redis.lua ``split``): what a lookup copies
+#: and searches at most per band, against the hash fields more splits cost. Measured:
+#: docs/benchmarks.md "Index at scale".
+BUCKET_SPLIT_AT = 64
 
 
 def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
@@ -51,6 +55,7 @@ def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
     return (
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
+        f"local SPLIT_AT = {BUCKET_SPLIT_AT}\n"
         f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
         f"{_lua_same_bytes(layout.size)}"

@@ -162,6 +162,38 @@ async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index)
     assert sorted(c.rid for c in lookup.candidates) == [stored["r4"], stored["r9"]]
 
 
+async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_not(make_index):
+    """Hundreds of band keys sharing their first bytes, as the buckets of a large index do, a third of
+    them their next byte too: each whole key finds exactly its record, before and after half of the
+    records sharing its bucket list are erased."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0)
+    index = await make_index(layout=layout)
+    rng = np.random.default_rng(11)
+
+    def sketched(record_id: str, band0: bytes):
+        r = record(record_id, hashes(0, count=0))
+        r._sketch = (layout, band0 + rng.integers(0, 256, 18, dtype=np.uint8).tobytes())
+        return r
+
+    keys: dict[bytes, None] = {}
+    while len(keys) < 300:
+        rest = rng.integers(0, 256, 4, dtype=np.uint8)
+        rest[0] = 0x05 if len(keys) < 100 else rest[0] & 0x0F if len(keys) < 200 else rest[0]
+        keys[b"\x00\x00" + rest.tobytes()] = None
+    rids = []
+    for i, key in enumerate(keys):
+        lookup = await index.check_and_add(sketched(f"r{i}", key))
+        assert lookup.added, lookup.candidates
+        rids.append(lookup.added)
+    for i, key in enumerate(keys):
+        assert [c.rid for c in (await index.check_and_add(sketched(f"q{i}", key))).candidates] == [rids[i]]
+    for i in range(0, 300, 2):
+        assert len(await index.erase(f"r{i}")) == 1
+    for i, key in enumerate(keys):
+        found = [c.rid for c in (await index.check_and_add(sketched(f"again{i}", key))).candidates]
+        assert found == ([] if i % 2 == 0 else [rids[i]])
+
+
 @pytest.mark.parametrize("bands, rows", [(5, 7), (50, 6)])
 async def test_a_candidates_shared_sketch_bytes_are_counted_whatever_the_sketch_size(make_index, bands, rows):
     """The count ranks a group's candidates and filters them by the estimate, for every layout."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis.cluster import RedisCluster
@@ -12,7 +13,9 @@ from samples import LAYOUT, hashes, near, record
 from texts import article
 
 from scrapy_simhash.index import open_index
+from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.judge import place
+from scrapy_simhash.layout import Layout
 
 pytestmark = pytest.mark.redis
 
@@ -23,16 +26,17 @@ def cluster_url(cluster: LocalCluster) -> str:
 
 
 async def opened(url: str, prefix: str = "simhash:{s}", **options):
-    index = open_index(url, layout=LAYOUT, key_prefix=prefix, **options)
+    options.setdefault("layout", LAYOUT)
+    index = open_index(url, key_prefix=prefix, **options)
     await index.open()
     return index
 
 
 async def test_an_index_of_another_schema_is_refused(throwaway_redis):
-    """Schema 3 kept every band bucket in a field of its own: the same layout, other keys."""
+    """Schema 4 never split a band's bucket field: its readers would take a split one's marker for entries."""
     admin = throwaway_redis.client()
-    admin.hset("simhash:{s}:meta", mapping={"schema": "3", "fingerprint": "2", "layout": LAYOUT.to_json()})
-    with pytest.raises(ValueError, match="key schema 3 of scrapy-simhash; this version reads schema 4"):
+    admin.hset("simhash:{s}:meta", mapping={"schema": "4", "fingerprint": "2", "layout": LAYOUT.to_json()})
+    with pytest.raises(ValueError, match="key schema 4 of scrapy-simhash; this version reads schema 5"):
         await opened(throwaway_redis.url)
     admin.close()
 
@@ -88,6 +92,25 @@ async def test_every_key_is_under_the_prefix_or_its_page_data(throwaway_redis):
     admin = throwaway_redis.client()
     keys = [key for key in admin.scan_iter(count=1000)]
     assert keys and all(k.startswith(b"simhash:{news}:") or k.startswith(b"simhash:news:d:") for k in keys)
+    admin.close()
+    await index.close()
+
+
+async def test_a_lookup_reads_short_bucket_lists_however_many_keys_share_a_field(throwaway_redis):
+    """A band's hash field gathers every key with the same two first bytes, so in a large index it
+    would hold ever more entries for each lookup to copy and search: past the bound it is split."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0)
+    index = await opened(throwaway_redis.url, layout=layout)
+    rng = np.random.default_rng(5)
+    for i in range(400):
+        r = record(f"r{i}", hashes(0, count=0))
+        r._sketch = (layout, b"\x00\x00" + rng.integers(0, 256, 22, dtype=np.uint8).tobytes())
+        assert (await index.check_and_add(r)).added
+    admin = throwaway_redis.client()
+    fields = admin.hgetall(b"simhash:{s}:b:\x00\x00")
+    entry = layout.rows - 2 + 5
+    assert sum(len(v) // entry for v in fields.values()) == 400
+    assert max(len(v) for v in fields.values()) <= BUCKET_SPLIT_AT * entry
     admin.close()
     await index.close()
 
