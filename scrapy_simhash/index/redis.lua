@@ -129,9 +129,9 @@ end
 -- first byte (with the band's number) names the hash, its second byte the field, and the field's
 -- value lists entries of (the key's remaining bytes, rid). A field past SPLIT_AT entries is split 16
 -- ways by the next four bits of the key into fields named by the bits so far, and keeps the marker
--- SPLIT; a split field splits again, down to LEVELS levels. A lookup reads its key's field at every
--- level in one HMGET, so it copies and searches a short list however large the index. Measured:
--- docs/benchmarks.md "Index at scale".
+-- SPLIT; a split field splits again, down to LEVELS levels. A lookup follows the markers down to
+-- its key's list, so it copies and searches a short list, and an insert rewrites one, however large
+-- the index. Measured: docs/benchmarks.md "Index at scale".
 local REST = ROWS - 2
 local ENTRY = REST + 5
 local SPLIT, LEVELS = '\0', 3   -- one byte: never a list of entries
@@ -154,23 +154,24 @@ end
 local FIELDS = {}
 
 -- The field of hash ``key`` that lists the entries of band key (field, rest), its level, and the
--- hash's cached fields.
+-- hash's cached fields. Levels are read one at a time: reading a field that does not exist costs
+-- a script about three times what reading a short one does.
 local function bucket_field(key, field, rest)
     local cached = FIELDS[key]
     if not cached then
         cached = {}
         FIELDS[key] = cached
     end
-    local second = field .. nibble(rest, 1)
-    local third = second .. nibble(rest, 2)
-    if cached[field] == nil or (cached[field] == SPLIT and (cached[second] == nil or
-            (cached[second] == SPLIT and cached[third] == nil))) then
-        local v = redis.call('HMGET', key, field, second, third)
-        cached[field], cached[second], cached[third] = v[1] or '', v[2] or '', v[3] or ''
+    local name = field
+    for level = 1, LEVELS do
+        local value = cached[name]
+        if value == nil then
+            value = redis.call('HGET', key, name) or ''
+            cached[name] = value
+        end
+        if value ~= SPLIT or level == LEVELS then return name, level, cached end
+        name = name .. nibble(rest, level)
     end
-    if cached[field] ~= SPLIT then return field, 1, cached end
-    if cached[second] ~= SPLIT then return second, 2, cached end
-    return third, 3, cached
 end
 
 local function band_rids(sketch, b)
