@@ -149,35 +149,31 @@ local function nibble(rest, level)
     return char(v % 16)
 end
 
--- Bucket hash fields as this call last read or wrote them, by hash key then field name: a lookup
--- that finds nothing inserts into the very fields it has just read.
+-- Bucket hash fields as this call last read or wrote them, by key .. '\0' .. field: a lookup that
+-- finds nothing inserts into the very fields it has just read.
 local FIELDS = {}
 
--- The field of hash ``key`` that lists the entries of band key (field, rest), its level, and the
--- hash's cached fields. Levels are read one at a time: reading a field that does not exist costs
--- a script about three times what reading a short one does.
+-- The field of hash ``key`` that lists the entries of band key (field, rest), its level, and its
+-- id in FIELDS. Levels are read one at a time: reading a field that does not exist costs a script
+-- about three times what reading a short one does.
 local function bucket_field(key, field, rest)
-    local cached = FIELDS[key]
-    if not cached then
-        cached = {}
-        FIELDS[key] = cached
-    end
     local name = field
     for level = 1, LEVELS do
-        local value = cached[name]
+        local id = key .. '\0' .. name
+        local value = FIELDS[id]
         if value == nil then
             value = redis.call('HGET', key, name) or ''
-            cached[name] = value
+            FIELDS[id] = value
         end
-        if value ~= SPLIT or level == LEVELS then return name, level, cached end
+        if value ~= SPLIT or level == LEVELS then return name, level, id end
         name = name .. nibble(rest, level)
     end
 end
 
 local function band_rids(sketch, b)
     local key, field, rest = bucket(sketch, b)
-    local name, _, cached = bucket_field(key, field, rest)
-    local list, out = cached[name], {}
+    local _, _, id = bucket_field(key, field, rest)
+    local list, out = FIELDS[id], {}
     local at = string.find(list, rest, 1, true)
     while at do
         if (at - 1) % ENTRY == 0 then
@@ -191,7 +187,7 @@ local function band_rids(sketch, b)
 end
 
 -- Field ``name`` (at ``level``) becomes the marker, its entries ``list`` going to the next level.
-local function split(key, name, level, list, cached)
+local function split(key, name, level, list)
     local parts = {}
     for at = 1, #list, ENTRY do
         local deeper = name .. nibble(sub(list, at, at + REST - 1), level)
@@ -199,22 +195,22 @@ local function split(key, name, level, list, cached)
     end
     for deeper, part in pairs(parts) do
         redis.call('HSET', key, deeper, part)
-        cached[deeper] = part
+        FIELDS[key .. '\0' .. deeper] = part
     end
     redis.call('HSET', key, name, SPLIT)
-    cached[name] = SPLIT
+    FIELDS[key .. '\0' .. name] = SPLIT
 end
 
 local function enband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local name, level, cached = bucket_field(key, field, rest)
-        local value = cached[name] .. rest .. r5(r.rid)
+        local name, level, id = bucket_field(key, field, rest)
+        local value = FIELDS[id] .. rest .. r5(r.rid)
         if level < LEVELS and #value > SPLIT_AT * ENTRY then
-            split(key, name, level, value, cached)
+            split(key, name, level, value)
         else
             redis.call('HSET', key, name, value)
-            cached[name] = value
+            FIELDS[id] = value
         end
     end
 end
@@ -222,8 +218,8 @@ end
 local function unband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local name, _, cached = bucket_field(key, field, rest)
-        local list = cached[name]
+        local name, _, id = bucket_field(key, field, rest)
+        local list = FIELDS[id]
         local entry = rest .. r5(r.rid)
         for at = 1, #list, ENTRY do
             if sub(list, at, at + ENTRY - 1) == entry then
@@ -232,7 +228,7 @@ local function unband(r)
             end
         end
         if #list > 0 then redis.call('HSET', key, name, list) else redis.call('HDEL', key, name) end
-        cached[name] = list
+        FIELDS[id] = list
     end
 end
 
