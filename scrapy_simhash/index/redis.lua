@@ -84,11 +84,26 @@ local function store_group(g)
     write_slot('g', GSLOT, g.gid, char(1) .. r5(g.canonical) .. r5(g.size) .. pack('>I2I4B', g.banded, g.ttl, g.flags))
 end
 
--- Lists of rids in hash fields (buckets, handles) or strings (group members).
-local function list_add(list, rid)
-    return (list or '') .. r5(rid)
+-- Hash fields (buckets, handles, digests) as this call last read or wrote them, by key .. '\0' ..
+-- field ('' for none): a lookup that finds nothing inserts into the very fields it has just read.
+local FIELDS = {}
+
+local function hget(key, field)
+    local id = key .. '\0' .. field
+    local value = FIELDS[id]
+    if value == nil then
+        value = redis.call('HGET', key, field) or ''
+        FIELDS[id] = value
+    end
+    return value
 end
 
+local function hset(key, field, value)
+    if value == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
+    FIELDS[key .. '\0' .. field] = value
+end
+
+-- Lists of rids in hash fields (buckets, handles) or strings (group members).
 local function list_remove(list, rid)
     local needle = r5(rid)
     for at = 1, #list, 5 do
@@ -111,18 +126,16 @@ end
 
 local function hlist_add(kind, value, rid)
     local key, field = sharded(kind, value)
-    redis.call('HSET', key, field, list_add(redis.call('HGET', key, field) or false, rid))
+    hset(key, field, hget(key, field) .. r5(rid))
 end
 
 local function hlist_remove(kind, value, rid)
     local key, field = sharded(kind, value)
-    local kept = list_remove(redis.call('HGET', key, field) or '', rid)
-    if #kept > 0 then redis.call('HSET', key, field, kept) else redis.call('HDEL', key, field) end
+    hset(key, field, list_remove(hget(key, field), rid))
 end
 
 local function hlist(kind, value)
-    local key, field = sharded(kind, value)
-    return list_each(redis.call('HGET', key, field) or '')
+    return list_each(hget(sharded(kind, value)))
 end
 
 -- Band buckets, gathered so that an index of any size keeps few, small hash entries: a band key's
@@ -149,31 +162,22 @@ local function nibble(rest, level)
     return char(v % 16)
 end
 
--- Bucket hash fields as this call last read or wrote them, by key .. '\0' .. field: a lookup that
--- finds nothing inserts into the very fields it has just read.
-local FIELDS = {}
-
--- The field of hash ``key`` that lists the entries of band key (field, rest), its level, and its
--- id in FIELDS. Levels are read one at a time: reading a field that does not exist costs a script
--- about three times what reading a short one does.
+-- The field of hash ``key`` that lists the entries of band key (field, rest), its level and its
+-- value. Levels are read one at a time: reading a field that does not exist costs a script about
+-- three times what reading a short one does.
 local function bucket_field(key, field, rest)
     local name = field
     for level = 1, LEVELS do
-        local id = key .. '\0' .. name
-        local value = FIELDS[id]
-        if value == nil then
-            value = redis.call('HGET', key, name) or ''
-            FIELDS[id] = value
-        end
-        if value ~= SPLIT or level == LEVELS then return name, level, id end
+        local value = hget(key, name)
+        if value ~= SPLIT or level == LEVELS then return name, level, value end
         name = name .. nibble(rest, level)
     end
 end
 
 local function band_rids(sketch, b)
     local key, field, rest = bucket(sketch, b)
-    local _, _, id = bucket_field(key, field, rest)
-    local list, out = FIELDS[id], {}
+    local _, _, list = bucket_field(key, field, rest)
+    local out = {}
     local at = string.find(list, rest, 1, true)
     while at do
         if (at - 1) % ENTRY == 0 then
@@ -193,33 +197,23 @@ local function split(key, name, level, list)
         local deeper = name .. nibble(sub(list, at, at + REST - 1), level)
         parts[deeper] = (parts[deeper] or '') .. sub(list, at, at + ENTRY - 1)
     end
-    for deeper, part in pairs(parts) do
-        redis.call('HSET', key, deeper, part)
-        FIELDS[key .. '\0' .. deeper] = part
-    end
-    redis.call('HSET', key, name, SPLIT)
-    FIELDS[key .. '\0' .. name] = SPLIT
+    for deeper, part in pairs(parts) do hset(key, deeper, part) end
+    hset(key, name, SPLIT)
 end
 
 local function enband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local name, level, id = bucket_field(key, field, rest)
-        local value = FIELDS[id] .. rest .. r5(r.rid)
-        if level < LEVELS and #value > SPLIT_AT * ENTRY then
-            split(key, name, level, value)
-        else
-            redis.call('HSET', key, name, value)
-            FIELDS[id] = value
-        end
+        local name, level, list = bucket_field(key, field, rest)
+        list = list .. rest .. r5(r.rid)
+        if level < LEVELS and #list > SPLIT_AT * ENTRY then split(key, name, level, list) else hset(key, name, list) end
     end
 end
 
 local function unband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
-        local name, _, id = bucket_field(key, field, rest)
-        local list = FIELDS[id]
+        local name, _, list = bucket_field(key, field, rest)
         local entry = rest .. r5(r.rid)
         for at = 1, #list, ENTRY do
             if sub(list, at, at + ENTRY - 1) == entry then
@@ -227,8 +221,7 @@ local function unband(r)
                 break
             end
         end
-        if #list > 0 then redis.call('HSET', key, name, list) else redis.call('HDEL', key, name) end
-        FIELDS[id] = list
+        hset(key, name, list)
     end
 end
 
@@ -314,7 +307,7 @@ local function erase_record(r, replacement)
     if has(r.flags, BANDED) then unband(r) end
     if has(r.flags, EXACT) then
         local key, field = sharded('x', sub(r.sketch, 1, 16))
-        if redis.call('HGET', key, field) == r5(r.rid) then redis.call('HDEL', key, field) end
+        if hget(key, field) == r5(r.rid) then hset(key, field, '') end
     end
     remove_handles(r)
     clear_slot('m', SLOT, r.rid)
@@ -388,7 +381,7 @@ local function insert(a, sketch, flags, digest)
     if has(flags, BANDED) then enband(r) end
     if digest then
         local key, field = sharded('x', digest)
-        redis.call('HSET', key, field, r5(rid))
+        hset(key, field, r5(rid))
     end
     add_handles(r)
     local g = group(gid)
@@ -476,15 +469,15 @@ local function check_add_exact(a)
     if mine then return {0, mine.rid, 0, 0, {}} end
     if held then return {0, BUSY, 0, 0, {}} end
     local key, field = sharded('x', digest)
-    local holder = redis.call('HGET', key, field)
-    if holder then
+    local holder = hget(key, field)
+    if holder ~= '' then
         local r = record(n5(holder))
         local g = r and group(r.gid)
         local head = g and g.canonical > 0 and record(g.canonical)
         if head and g.flags ~= CLOSED and not crashed(head, session) then
             return {0, 0, 0, 0, {}, candidate_reply(r, g, K, head)}
         end
-        redis.call('HDEL', key, field)
+        hset(key, field, '')
     end
     local added = insert(a + 1, digest .. rep('\0', K - 16), LIVE + PENDING + EXACT, digest)
     return {0, added[1], added[2], added[3], added[4]}
