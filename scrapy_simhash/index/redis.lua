@@ -144,7 +144,7 @@ end
 -- ways by the next four bits of the key into fields named by the bits so far, and keeps the marker
 -- SPLIT; a split field splits again, down to LEVELS levels. A lookup follows the markers down to
 -- its key's list, so it copies and searches a short list, and an insert rewrites one, however large
--- the index. Measured: docs/benchmarks.md "Index at scale".
+-- the index. Measured: docs/benchmarks.md "Index at scale", "Bucket fields past 10M records".
 local REST = ROWS - 2
 local ENTRY = REST + 5
 local SPLIT, LEVELS = '\0', 3   -- one byte: never a list of entries
@@ -163,8 +163,7 @@ local function nibble(rest, level)
 end
 
 -- The field of hash ``key`` that lists the entries of band key (field, rest), its level and its
--- value. Levels are read one at a time: reading a field that does not exist costs a script about
--- three times what reading a short one does.
+-- value. Levels are read one at a time: most fields are not split.
 local function bucket_field(key, field, rest)
     local name = field
     for level = 1, LEVELS do

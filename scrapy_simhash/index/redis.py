@@ -2,7 +2,7 @@
 
 The script (``redis.lua``) keeps the record and group slots, the band buckets and the id handles
 under the key prefix, whose hash tag puts them in one cluster slot; a record's page data lives under
-its write id and, on a Redis Cluster, spreads over the nodes (docs/index.md has the key schema).
+its write id and, on a Redis Cluster, spreads over the nodes (docs/how-it-works.md has the key schema).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
-#: Entries a band bucket field lists before it is split (redis.lua ``split``): what a lookup copies
-#: and searches at most per band, against the hash fields more splits cost. Measured:
-#: docs/benchmarks.md "Index at scale".
-BUCKET_SPLIT_AT = 64
+#: Entries a band bucket field lists before it splits (redis.lua ``split``). A lookup reads a split
+#: field's marker, then its part: worth it only once a field is long; 256 is about 17M records.
+#: Measured: docs/benchmarks.md "Bucket fields past 10M records".
+BUCKET_SPLIT_AT = 256
 
 
 def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:

@@ -10,6 +10,7 @@ from samples import ODD_IDS, Clock, hashes, near, race, record
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ
+from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.layout import Layout
 
 
@@ -163,12 +164,13 @@ async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index)
 
 
 async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_not(make_index):
-    """Hundreds of band keys sharing their first bytes, as the buckets of a large index do, a third of
-    them their next byte too: each whole key finds exactly its record, before and after half of the
-    records sharing its bucket list are erased."""
+    """More band keys sharing their first bytes than a Redis bucket field holds, all of them their
+    next four bits and half of them their next byte, so the field splits twice: each whole key finds
+    exactly its record, before and after half of the records sharing its bucket are erased."""
     layout = Layout(bands=4, rows=6, min_estimate=0.0)
     index = await make_index(layout=layout)
     rng = np.random.default_rng(11)
+    count = BUCKET_SPLIT_AT + 150
 
     def sketched(record_id: str, band0: bytes):
         r = record(record_id, hashes(0, count=0))
@@ -176,9 +178,9 @@ async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_no
         return r
 
     keys: dict[bytes, None] = {}
-    while len(keys) < 300:
+    while len(keys) < count:
         rest = rng.integers(0, 256, 4, dtype=np.uint8)
-        rest[0] = 0x05 if len(keys) < 100 else rest[0] & 0x0F if len(keys) < 200 else rest[0]
+        rest[0] = 0x05 if len(keys) < count // 2 else rest[0] & 0x0F
         keys[b"\x00\x00" + rest.tobytes()] = None
     rids = []
     for i, key in enumerate(keys):
@@ -187,7 +189,7 @@ async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_no
         rids.append(lookup.added)
     for i, key in enumerate(keys):
         assert [c.rid for c in (await index.check_and_add(sketched(f"q{i}", key))).candidates] == [rids[i]]
-    for i in range(0, 300, 2):
+    for i in range(0, count, 2):
         assert len(await index.erase(f"r{i}")) == 1
     for i, key in enumerate(keys):
         found = [c.rid for c in (await index.check_and_add(sketched(f"again{i}", key))).candidates]

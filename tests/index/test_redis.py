@@ -102,14 +102,14 @@ async def test_a_lookup_reads_short_bucket_lists_however_many_keys_share_a_field
     layout = Layout(bands=4, rows=6, min_estimate=0.0)
     index = await opened(throwaway_redis.url, layout=layout)
     rng = np.random.default_rng(5)
-    for i in range(400):
+    for i in range(BUCKET_SPLIT_AT + 150):
         r = record(f"r{i}", hashes(0, count=0))
         r._sketch = (layout, b"\x00\x00" + rng.integers(0, 256, 22, dtype=np.uint8).tobytes())
         assert (await index.check_and_add(r)).added
     admin = throwaway_redis.client()
     fields = admin.hgetall(b"simhash:{s}:b:\x00\x00")
     entry = layout.rows - 2 + 5
-    assert sum(len(v) // entry for v in fields.values()) == 400
+    assert sum(len(v) // entry for v in fields.values()) == BUCKET_SPLIT_AT + 150
     assert max(len(v) for v in fields.values()) <= BUCKET_SPLIT_AT * entry
     admin.close()
     await index.close()

@@ -1,0 +1,136 @@
+"""What a lookup pays for its band buckets as the index grows: one field per bucket group (key schema
+4) against fields split past ``BUCKET_SPLIT_AT`` entries (schema 5), same server, same run.
+
+    python benchmarks/bucket_fields.py [--sizes 100000,1000000,10000000,30000000,100000000] [--split-at 256]
+
+Filling an index to 10M records through the script takes most of an hour on 2 cores, per version;
+this measures the part that grows with it alone. For each simulated index size it writes the band
+hashes a lookup touches (22 bands x 256 hashes x 256 fields, with the entries per field an index of
+that size has: size / 65,536 on average) in both layouts, then times (``INFO commandstats``) a
+script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
+bucket list (following split markers, one level at a time), search it for the key, and append the
+page's entry. The split layout is made as ``redis.lua`` ``split`` leaves it: a field past the bound
+holds a one-byte marker and its entries sit in 16 fields named by the next four bits of the key.
+Printed: server time per lookup in each layout, the ratio, and the bytes per record of the bucket
+hashes (``MEMORY USAGE``) in each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline import throwaway_redis  # noqa: E402  (benchmarks/pipeline.py)
+
+from scrapy_simhash.index.redis import BUCKET_SPLIT_AT  # noqa: E402
+
+BANDS, REST, RID = 22, 4, 5
+ENTRY = REST + RID
+LEVELS = 3
+SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
+HASHES = 8  # hashes written per band (of 256): lookups pick among them, the rest would be alike
+
+# One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
+# 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes.
+LOOKUP = """
+local SPLIT, ENTRY = '\\0', %d
+for b = 1, #KEYS do
+    local key, name, rest = KEYS[b], ARGV[2 * b - 1], ARGV[2 * b]
+    local value, level = redis.call('HGET', key, name) or '', 1
+    while value == SPLIT and level < %d do
+        local v = string.byte(rest, 1)
+        name = name .. string.char(level == 1 and math.floor(v / 16) or v %% 16)
+        value, level = redis.call('HGET', key, name) or '', level + 1
+    end
+    local at = string.find(value, rest, 1, true)
+    while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
+    redis.call('HSET', key, name, value .. rest .. 'rid05')
+end
+return 1
+""" % (ENTRY, LEVELS)
+
+
+def entries(rng: np.random.Generator, count: int) -> np.ndarray:
+    return rng.integers(0, 256, (count, ENTRY), dtype=np.uint8)
+
+
+def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int) -> dict[bytes, bytes]:
+    """The hash fields holding ``rows`` (the entries of one field), split past ``split_at`` (0: never)."""
+    if not split_at or len(rows) <= split_at or level == LEVELS:
+        return {name: rows.tobytes()}
+    nibbles = rows[:, 0] >> 4 if level == 1 else rows[:, 0] & 15
+    out = {name: b"\0"}
+    for n in np.unique(nibbles):
+        out.update(fields_of(name + bytes([n]), rows[nibbles == n], level + 1, split_at))
+    return out
+
+
+def fill(client: redis.Redis, size: int, split_at: int, seed: int) -> int:
+    """Write ``HASHES`` hashes per band as an index of ``size`` records has them; their bytes."""
+    rng = np.random.default_rng(seed)
+    per_field = size / 65536
+    used = 0
+    for band in range(BANDS):
+        for first in range(HASHES):
+            key = f"b:{band}:{first}"
+            mapping: dict[bytes, bytes] = {}
+            for field, count in enumerate(rng.poisson(per_field, 256)):
+                mapping.update(fields_of(bytes([field]), entries(rng, count), 1, split_at))
+            client.delete(key)
+            for chunk in range(0, len(mapping), 1000):
+                client.hset(key, mapping=dict(list(mapping.items())[chunk : chunk + 1000]))
+            used += client.memory_usage(key, samples=0) or 0
+    return used
+
+
+def server_time(client: redis.Redis, sha: str, calls: int, seed: int) -> float:
+    """EVALSHA microseconds per call: each call one lookup over the 22 bands, random keys."""
+    rng = np.random.default_rng(seed)
+    client.config_resetstat()
+    for _ in range(calls):
+        keys = [f"b:{band}:{rng.integers(HASHES)}" for band in range(BANDS)]
+        args = []
+        for _ in range(BANDS):
+            key = rng.integers(0, 256, 1 + REST, dtype=np.uint8).tobytes()
+            args += [key[:1], key[1:]]
+        client.evalsha(sha, BANDS, *keys, *args)
+    return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
+    parser.add_argument("--calls", type=int, default=2000, help="lookups timed per layout and size")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of the two layouts per size")
+    parser.add_argument("--split-at", type=int, default=BUCKET_SPLIT_AT, help="entries a field holds before it splits")
+    args = parser.parse_args()
+    print(f"Band bucket lookups (22 bands), schema 4 (one field) against schema 5 (split past {args.split_at});")
+    print(f"{args.rounds} rounds alternating, {args.calls} lookups each; bucket bytes are per record of the size.")
+    with throwaway_redis() as url:
+        clients = {}
+        for split in (False, True):
+            # Each layout on a database of its own, so both stay filled while they alternate.
+            clients[split] = redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + split}")
+        for size in args.sizes:
+            used = {split: fill(clients[split], size, args.split_at if split else 0, seed=size) for split in clients}
+            shas = {split: clients[split].script_load(LOOKUP) for split in clients}
+            times: dict[bool, list[float]] = {False: [], True: []}
+            for r in range(args.rounds):
+                for split in clients:
+                    times[split].append(server_time(clients[split], shas[split], args.calls, seed=r))
+            one, split_ = (float(np.median(times[s])) for s in (False, True))
+            per_record = {s: used[s] * (256 / HASHES) / size for s in used}
+            print(f"  {size:>11,} records: one field {one:6.1f} us, split {split_:6.1f} us, ratio {split_ / one:5.2f}x"
+                  f"   bucket bytes/record {per_record[False]:6.1f} -> {per_record[True]:6.1f}"
+                  f" ({per_record[True] / per_record[False]:4.2f}x)")
+        for client in clients.values():
+            client.close()
+
+
+if __name__ == "__main__":
+    main()
