@@ -33,11 +33,12 @@ uses its own ``add`` (its client batches calls in flight by itself), its near-du
 stored fingerprint with 0..18 bits flipped. Ratios printed are new / before, and each version's
 largest size / smallest.
 
-Runtime: the Redis fill is bound by the server (~0.3-0.5 ms of script time a record for this
-version, ~0.2 ms for the baseline's ``add``), so each 1M records take ~8 minutes on 2 cores: 10M
-takes hours, and ``--sizes 100000,1000000,3000000`` took 55 minutes in all. SQLite stops at
-``--sqlite-max`` records (default 1M: its fill runs at a few thousand records per second). The package is imported by the drivers only, not at the top of this
-file, so that index_before.py can reuse the harness with the old tree on its path.
+Runtime: the Redis fill is bound by the server (~0.3 ms of script time a record for this version,
+~0.2 ms for the baseline's ``add``): about 3,000 records a second on 2 cores, so
+``--sizes 100000,1000000,10000000 --no-before`` takes about an hour. SQLite stops at
+``--sqlite-max`` records (default 1M: its fill runs at a few thousand records per second). The
+package is imported by the drivers only, not at the top of this file, so that index_before.py can
+reuse the harness with the old tree on its path.
 """
 
 from __future__ import annotations

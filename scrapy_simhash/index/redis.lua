@@ -205,7 +205,11 @@ local function enband(r)
         local key, field, rest = bucket(r.sketch, b)
         local name, level, list = bucket_field(key, field, rest)
         list = list .. rest .. r5(r.rid)
-        if level < LEVELS and #list > SPLIT_AT * ENTRY then split(key, name, level, list) else hset(key, name, list) end
+        if level < LEVELS and #list > SPLIT_AT * ENTRY then
+            split(key, name, level, list)
+        else
+            hset(key, name, list)
+        end
     end
 end
 
