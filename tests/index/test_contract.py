@@ -6,7 +6,7 @@ import multiprocessing
 
 import numpy as np
 import pytest
-from samples import ODD_IDS, Clock, hashes, near, race, record
+from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ
@@ -148,9 +148,7 @@ async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index)
     index = await make_index(layout=layout)
 
     def sketched(record_id: str, band0: bytes, fill: int):
-        r = record(record_id, hashes(0, count=0))
-        r._sketch = (layout, b"\xaa\xbb" + band0 + bytes([fill]) * 18)
-        return r
+        return with_sketch(record_id, layout, b"\xaa\xbb" + band0 + bytes([fill]) * 18)
 
     query_key = b"\x00\x00\x00\x01"
     others = [b"\x00\x00\x00\x00", b"\x00\x00\x01\x00", b"\x01\x00\x00\x00", b"\x00\x01\x00\x00"]
@@ -173,9 +171,7 @@ async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_no
     count = BUCKET_SPLIT_AT + 150
 
     def sketched(record_id: str, band0: bytes):
-        r = record(record_id, hashes(0, count=0))
-        r._sketch = (layout, band0 + rng.integers(0, 256, 18, dtype=np.uint8).tobytes())
-        return r
+        return with_sketch(record_id, layout, band0 + rng.integers(0, 256, 18, dtype=np.uint8).tobytes())
 
     keys: dict[bytes, None] = {}
     while len(keys) < count:
@@ -208,14 +204,11 @@ async def test_a_candidates_shared_sketch_bytes_are_counted_whatever_the_sketch_
         sketch = query.copy()
         changed = rng.choice(np.arange(rows, layout.size), size=7 * i + 3, replace=False)
         sketch[changed] ^= 1 + i
-        r = record(f"r{i}", hashes(0, count=0))
-        r._sketch = (layout, sketch.tobytes())
+        r = with_sketch(f"r{i}", layout, sketch.tobytes())
         lookup = await index.check_and_add(r)
         rid = lookup.added or (await index.check_and_add(r, since=lookup.seq)).added
         expected[rid] = layout.size - len(changed)
-    q = record("query", hashes(0, count=0))
-    q._sketch = (layout, query.tobytes())
-    lookup = await index.check_and_add(q)
+    lookup = await index.check_and_add(with_sketch("query", layout, query.tobytes()))
     assert {c.rid: c.equal for c in lookup.candidates} == expected
 
 

@@ -9,7 +9,7 @@ import pytest
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis.cluster import RedisCluster
 from redis_servers import LocalCluster, TLSFiles
-from samples import LAYOUT, hashes, near, record
+from samples import LAYOUT, hashes, near, record, with_sketch
 from texts import article
 
 from scrapy_simhash.index import open_index
@@ -103,8 +103,7 @@ async def test_a_lookup_reads_short_bucket_lists_however_many_keys_share_a_field
     index = await opened(throwaway_redis.url, layout=layout)
     rng = np.random.default_rng(5)
     for i in range(BUCKET_SPLIT_AT + 150):
-        r = record(f"r{i}", hashes(0, count=0))
-        r._sketch = (layout, b"\x00\x00" + rng.integers(0, 256, 22, dtype=np.uint8).tobytes())
+        r = with_sketch(f"r{i}", layout, b"\x00\x00" + rng.integers(0, 256, 22, dtype=np.uint8).tobytes())
         assert (await index.check_and_add(r)).added
     admin = throwaway_redis.client()
     fields = admin.hgetall(b"simhash:{s}:b:\x00\x00")
