@@ -103,11 +103,12 @@ local function hset(key, field, value)
     FIELDS[key .. '\0' .. field] = value
 end
 
--- Lists of rids in hash fields (buckets, handles) or strings (group members).
-local function list_remove(list, rid)
-    local needle = r5(rid)
-    for at = 1, #list, 5 do
-        if sub(list, at, at + 4) == needle then return sub(list, 1, at - 1) .. sub(list, at + 5) end
+-- Lists of fixed-size entries in hash fields (buckets, handles) or strings (group members): rids,
+-- or a band key's remaining bytes and a rid. ``list`` without its first entry equal to ``entry``.
+local function list_remove(list, entry)
+    local size = #entry
+    for at = 1, #list, size do
+        if sub(list, at, at + size - 1) == entry then return sub(list, 1, at - 1) .. sub(list, at + size) end
     end
     return list
 end
@@ -131,7 +132,7 @@ end
 
 local function hlist_remove(kind, value, rid)
     local key, field = sharded(kind, value)
-    hset(key, field, list_remove(hget(key, field), rid))
+    hset(key, field, list_remove(hget(key, field), r5(rid)))
 end
 
 local function hlist(kind, value)
@@ -217,14 +218,7 @@ local function unband(r)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
         local name, _, list = bucket_field(key, field, rest)
-        local entry = rest .. r5(r.rid)
-        for at = 1, #list, ENTRY do
-            if sub(list, at, at + ENTRY - 1) == entry then
-                list = sub(list, 1, at - 1) .. sub(list, at + ENTRY)
-                break
-            end
-        end
-        hset(key, name, list)
+        hset(key, name, list_remove(list, rest .. r5(r.rid)))
     end
 end
 
@@ -318,7 +312,7 @@ local function erase_record(r, replacement)
     if redis.call('DECR', COUNT) <= 0 then redis.call('DEL', COUNT) end
     local g = group(r.gid)
     local members = P .. ':gm:' .. r.gid
-    local list = list_remove(redis.call('GET', members) or '', r.rid)
+    local list = list_remove(redis.call('GET', members) or '', r5(r.rid))
     local was_canonical = g.canonical == r.rid
     local promoted, promoted_wid = 0, ''
     if g.size <= 1 and not replacement then
