@@ -602,5 +602,21 @@ end
 
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, join = join, confirm = confirm,
                       find = find, erase = erase, close_due = close_due, identity = identity, details = details}
+local BATCHED = {check_add = check_add, check_add_exact = check_add_exact, join = join}
+
+-- Arguments: calls of the entry points in BATCHED, each as its name, its argument count, its
+-- arguments. Their replies in order, each call seeing the index as the calls before it left it; a
+-- call that fails has its error in place of its reply, and the calls after it still run.
+ENTRY_POINTS.batch = function(a)
+    local out = {}
+    while a <= #ARGV do
+        FIELDS = {}
+        local ok, reply = pcall(BATCHED[ARGV[a]], a + 2)
+        if not ok then reply = {err = type(reply) == 'table' and reply.err or tostring(reply)} end
+        out[#out + 1] = reply
+        a = a + 2 + tonumber(ARGV[a + 1])
+    end
+    return out
+end
 
 return ENTRY_POINTS[ARGV[2]](3)

@@ -7,6 +7,7 @@ its write id and, on a Redis Cluster, spreads over the nodes (docs/how-it-works.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import struct
 from importlib.resources import files
@@ -48,6 +49,10 @@ _NO_HASHES = np.empty(0, dtype=np.uint32)
 #: field's marker, then its part: worth it only once a field is long; 256 is about 17M records.
 #: Measured: docs/benchmarks.md "Bucket fields past 10M records".
 BUCKET_SPLIT_AT = 256
+#: Script calls carrying items' lookups and joins that may await their replies at once. The lookups
+#: and joins items make meanwhile wait, and go together in one call when one returns: a call costs the
+#: crawler 130-190 us of CPU. Measured: docs/benchmarks.md "Lookups of the items in flight".
+BATCHES_IN_FLIGHT = 2
 
 
 def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
@@ -105,9 +110,50 @@ class RedisIndex(Index):
         self._route = [f"{key_prefix}:meta"]
         self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the script's slot
         self._leased = False  # a key in the index's slot: where a cluster runs the script
+        self._waiting: list[tuple[asyncio.Future, list]] = []  # calls for the next batch
+        self._batches: set[asyncio.Task] = set()
 
     async def _call(self, entry: str, *args: Any) -> Any:
         return await self._script(keys=self._route, args=[self.prefix, entry, *args])
+
+    async def _batched(self, entry: str, *args: Any) -> Any:
+        """``entry``'s reply, its call sent in a script call of its own or with those made while
+        :data:`BATCHES_IN_FLIGHT` calls are out."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((future, [entry, len(args), *args]))
+        if len(self._batches) < BATCHES_IN_FLIGHT:
+            self._send_waiting()
+        return await future
+
+    def _send_waiting(self) -> None:
+        batch = [(future, call) for future, call in self._waiting if not future.cancelled()]
+        self._waiting = []
+        if batch:
+            task = asyncio.ensure_future(self._send(batch))
+            self._batches.add(task)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task) -> None:
+        self._batches.discard(task)
+        if self._waiting:
+            self._send_waiting()
+
+    async def _send(self, batch: list[tuple[asyncio.Future, list]]) -> None:
+        try:
+            replies = await self._call("batch", *(arg for _, call in batch for arg in call))
+        except asyncio.CancelledError:
+            for future, _ in batch:
+                future.cancel()
+            raise
+        except Exception as exc:
+            replies = [exc] * len(batch)
+        for (future, _), reply in zip(batch, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):  # the call's own error (redis.lua ``batch``) or the batch's
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
 
     def _data_key(self, write_id: bytes) -> bytes:
         return self._data + write_id
@@ -179,7 +225,7 @@ class RedisIndex(Index):
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
         data = await self._write_data(record) if since == 0 else self._page_data(record)
-        reply = await self._call("check_add", since, sketch, *self._record_args(record), *data)
+        reply = await self._batched("check_add", since, sketch, *self._record_args(record), *data)
         seq, added, this, earlier, stale, rows = reply[:6]
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
@@ -254,7 +300,7 @@ class RedisIndex(Index):
         sketch = record.sketch(self.layout)
         data = await self._write_data(record, banded)
         args = [record.fingerprint.to_bytes(8, "big"), *self._record_args(record)[1:5]]
-        reply = await self._call(
+        reply = await self._batched(
             "join", matched.rid, int(banded), sketch, *args, repr(self.retention.clock()), *data
         )
         if reply[0] == 0:
@@ -266,7 +312,7 @@ class RedisIndex(Index):
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         data = await self._write_data(record, banded=False)
-        reply = await self._call("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
+        reply = await self._batched("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
         _, added, _, _, stale = reply[:5]
         if added == _BUSY:
             return Exact(None, None, busy=True)

@@ -13,6 +13,7 @@ from samples import LAYOUT, hashes, near, record, with_sketch
 from texts import article
 
 from scrapy_simhash.index import open_index
+import scrapy_simhash.index.redis
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.judge import place
 from scrapy_simhash.layout import Layout
@@ -81,6 +82,55 @@ async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
     copy = await index.check_and_add(record("b", hashes(1)))
     assert copy.candidates and copy.candidates[0].equal == LAYOUT.size
     admin.close()
+    await index.close()
+
+
+def script_calls(admin) -> int:
+    return admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+
+
+async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(throwaway_redis, monkeypatch):
+    """Sixteen items in flight: the first lookup goes alone, the fifteen made meanwhile in one script
+    call, where each pair's second page finds its first, added by the call just before it."""
+    monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
+    index = await opened(throwaway_redis.url)
+    admin = throwaway_redis.client()
+    before = script_calls(admin)
+    bases = [hashes(100 + i) for i in range(8)]
+    records = [record(f"{kind}{i}", values if kind == "a" else near(values, 0.9, seed=i))
+               for i, values in enumerate(bases) for kind in ("a", "b")]
+    lookups = await asyncio.gather(*(index.check_and_add(r) for r in records))
+    assert script_calls(admin) - before == 2
+    for first, second in zip(lookups[::2], lookups[1::2]):
+        assert first.added and not first.candidates
+        assert not second.added and [c.rid for c in second.candidates] == [first.added]
+    admin.close()
+    await index.close()
+
+
+async def test_a_lookup_cancelled_before_its_call_went_writes_nothing(throwaway_redis, monkeypatch):
+    monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
+    index = await opened(throwaway_redis.url)
+    first, cancelled = (asyncio.ensure_future(index.check_and_add(record(name, hashes(seed))))
+                        for name, seed in (("first", 1), ("cancelled", 2)))
+    await asyncio.sleep(0)  # both have made their call: the first is out, the other waits for it
+    cancelled.cancel()
+    assert (await first).added
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert await index.records("cancelled") == []
+    assert (await index.check_and_add(record("again", hashes(2)))).added
+    await index.close()
+
+
+async def test_a_call_that_fails_in_a_batch_leaves_the_others_their_replies(throwaway_redis):
+    index = await opened(throwaway_redis.url)
+    ok = record("ok", hashes(3))
+    args = [0, ok.sketch(LAYOUT), *index._record_args(ok), *index._page_data(ok)]
+    replies = await index._call("batch", "join", 1, "not a rid", "check_add", len(args), *args)
+    assert isinstance(replies[0], Exception)
+    assert replies[1][1] > 0  # added
+    assert [stored.id for stored in await index.records("ok")] == ["ok"]
     await index.close()
 
 
