@@ -334,7 +334,11 @@ def main() -> None:
                         help="the merge log as a JSON-lines file (default) or a stream in the same Redis")
     parser.add_argument("--candidates-per-group", type=int,
                         help="patch CANDIDATES_PER_GROUP (0: every candidate), to measure the default")
+    parser.add_argument("--batches-in-flight", type=int,
+                        help="patch BATCHES_IN_FLIGHT (0: every lookup and join a script call of its own)")
     args = parser.parse_args()
+    if args.batches_in_flight is not None:
+        scrapy_simhash.index.redis.BATCHES_IN_FLIGHT = args.batches_in_flight or 1_000_000
     if args.candidates_per_group is not None:
         cap = args.candidates_per_group or 1_000_000
         scrapy_simhash.index.base.CANDIDATES_PER_GROUP = scrapy_simhash.index.redis.CANDIDATES_PER_GROUP = cap
