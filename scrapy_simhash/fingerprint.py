@@ -5,6 +5,7 @@ Pure computation (no I/O, no settings), vectorised with numpy; README "How it wo
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -235,17 +236,23 @@ def _token_hashes(points: np.ndarray, starts: np.ndarray, word: np.ndarray, zero
 
 
 def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
-    """One 64-bit hash per shingle: fmix64 of the ordered fold of its tokens' hashes."""
+    """One 64-bit hash per shingle: fmix64 of the ordered fold of its tokens' hashes,
+    ``sum(t[i + j] * _FOLD**(span - 1 - j))``, in one ``np.correlate`` (uint64 products and sums wrap
+    mod 2**64): on a short text, time goes by numpy call more than by element."""
     n = len(token_hashes)
     if n == 0:
         return token_hashes
-    span = min(width, n)
-    count = n - span + 1
-    folded = token_hashes[:count].copy()
-    for offset in range(1, span):
-        folded *= _FOLD
-        folded += token_hashes[offset : count + offset]
-    return _fmix64(folded)
+    return _fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
+
+
+@functools.lru_cache(maxsize=64)
+def _fold_weights(span: int) -> np.ndarray:
+    """``_FOLD**(span - 1), ..., _FOLD, 1``: the weight of each token of a shingle of ``span`` tokens."""
+    weights = np.full(span, _FOLD, dtype=np.uint64)
+    weights[0] = 1
+    weights = np.cumprod(weights)[::-1].copy()
+    weights.flags.writeable = False  # shared by every call
+    return weights
 
 
 def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
