@@ -104,6 +104,8 @@ class Command(ScrapyCommand):
                 f"{without_text} of {len(documents)} documents have no text in the fields SIMHASH_FIELDS names "
                 f"({', '.join(config.fields)}): they are in no pair"
             )
+        if self.settings.getpriority("SIMHASH_FIELDS") is not None:  # named by the user, not the default list
+            self._say_absent_fields(args[0], config.fields)
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
         signatures = [fingerprinter.signature(document.text) for document in documents]
@@ -153,6 +155,20 @@ class Command(ScrapyCommand):
             except ValueError as exc:
                 raise ValueError(f"layout {label!r}: {exc} (expected BANDSxROWS>=ESTIMATE, e.g. 22x6>=0.74)") from None
         return Configuration(f"{layout.bands}x{layout.rows}>={layout.min_estimate:.2f}", layout)
+
+    @staticmethod
+    def _say_absent_fields(path: str, fields: list[str]) -> None:
+        """A field the user named that no document has is a misspelt or a wrong name: the rest is
+        measured alone, and its figures look plausible."""
+        present = field_counts(path)
+        absent = [name for name in fields if not present[name]]
+        if absent:
+            have = ", ".join(f"{name} ({count})" for name, count in present.most_common())
+            print(
+                f"No document has {', '.join(absent)}, which SIMHASH_FIELDS names: the text measured is that of "
+                f"{', '.join(name for name in fields if present[name])} alone. The documents' fields (lines with "
+                f"each): {have}"
+            )
 
     @staticmethod
     def _no_text(path: str, fields: list[str], documents: int) -> str:

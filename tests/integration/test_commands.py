@@ -96,6 +96,23 @@ def test_eval_counts_documents_without_text_and_prints_no_recall_without_pairs(t
     assert {line.split()[5] for line in items.splitlines() if line.startswith("22x6")} == {"-"}
 
 
+def test_eval_names_a_field_the_user_named_that_no_document_has(tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    words = [" ".join(f"w{n}x{i}" for i in range(60)) for n in range(2)]
+    lines = [{"id": str(n), "title": f"Page {n}", "body_text": text} for n, text in enumerate(words)]
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    named = run("-m", "scrapy", "simhash-eval", str(corpus), "--orders", "0", "-s", "SIMHASH_FIELDS=title,body",
+                cwd=tmp_path)
+    assert named.returncode == 0, named.stderr
+    assert "No document has body, which SIMHASH_FIELDS names: the text measured is that of title alone" in (
+        named.stdout
+    )
+    assert "body_text (2)" in named.stdout
+    default = run("-m", "scrapy", "simhash-eval", str(corpus), "--orders", "0", cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    assert "No document has" not in default.stdout  # the default list names fields a corpus may lack
+
+
 def test_a_read_command_never_creates_an_index(tmp_path) -> None:
     done = run("-m", "scrapy", "simhash-boilerplate", "example.com", "--spider", "nosuch", cwd=tmp_path)
     assert done.returncode == 2 and "no index at sqlite:///" in done.stderr
