@@ -212,6 +212,22 @@ async def test_a_candidates_shared_sketch_bytes_are_counted_whatever_the_sketch_
     assert {c.rid: c.equal for c in lookup.candidates} == expected
 
 
+@pytest.mark.parametrize("first", [True, False])
+async def test_a_record_sharing_min_equal_sketch_bytes_is_a_candidate_and_one_fewer_is_not(make_index, first):
+    """The estimate's bound is exact, wherever in the sketch the differing bytes lie."""
+    layout = Layout(bands=22, rows=6, min_estimate=0.74)
+    index = await make_index(layout=layout)
+    stored = np.random.default_rng(9).integers(0, 256, layout.size, dtype=np.uint8)
+    rid = (await index.check_and_add(with_sketch("stored", layout, stored.tobytes()))).added
+    for differing, found in ((layout.size - layout.min_equal, True), (layout.size - layout.min_equal + 1, False)):
+        query = stored.copy()
+        start = layout.rows if first else layout.size - differing
+        at = np.arange(start, start + differing)
+        query[at] ^= 0xFF  # the first band stays whole: the lookup reads the stored record
+        lookup = await index.check_and_add(with_sketch(f"query{differing}", layout, query.tobytes()))
+        assert [(c.rid, c.equal) for c in lookup.candidates] == ([(rid, layout.min_equal)] if found else [])
+
+
 async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
     index = await make_index()
     a = hashes(30)
