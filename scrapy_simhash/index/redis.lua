@@ -395,16 +395,18 @@ local function insert(a, sketch, flags, digest)
 end
 
 -- A group's PER_GROUP best candidates (most sketch bytes shared, then oldest): a page joins a group
--- through any of its members, so the rest of a large group's members are not worth a reply.
-local function keep_best(best, r, same)
-    local kept = best[r.gid] or {}
-    best[r.gid] = kept
+-- through any of its members, so the rest of a large group's members are not worth a reply. Slots
+-- ``s`` are kept unparsed: in a large family most members read are near the page and left out.
+local function keep_best(best, rid, s, same)
+    local gid = n5(s, 2)
+    local kept = best[gid] or {}
+    best[gid] = kept
     local at = #kept + 1
-    while at > 1 and (kept[at - 1].same < same or (kept[at - 1].same == same and kept[at - 1].r.rid > r.rid)) do
+    while at > 1 and (kept[at - 1].same < same or (kept[at - 1].same == same and kept[at - 1].rid > rid)) do
         at = at - 1
     end
     if at <= PER_GROUP then
-        table.insert(kept, at, {r = r, same = same})
+        table.insert(kept, at, {rid = rid, s = s, same = same})
         kept[PER_GROUP + 1] = nil
     end
 end
@@ -427,7 +429,7 @@ local function check_add(a)
                 seen[rid] = true
                 local s = read_slot('m', SLOT, rid)
                 local same = s and equal(s) or 0
-                if same >= MIN_EQUAL then keep_best(best, parse_record(rid, s), same) end
+                if same >= MIN_EQUAL then keep_best(best, rid, s, same) end
             end
         end
     end
@@ -440,7 +442,7 @@ local function check_add(a)
         local head = g and g.canonical > 0 and record(g.canonical)
         if g and g.flags ~= CLOSED and not (head and crashed(head, session)) then
             for _, c in ipairs(kept) do
-                c.g, c.head = g, head
+                c.r, c.g, c.head = parse_record(c.rid, c.s), g, head
                 found[#found + 1] = c
             end
         end
@@ -449,7 +451,7 @@ local function check_add(a)
         local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
         return {seq, added[1], added[2], added[3], added[4], {}}
     end
-    table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.r.rid < y.r.rid) end)
+    table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.rid < y.rid) end)
     local read = {}
     for i, c in ipairs(found) do
         out[#out + 1] = candidate_reply(c.r, c.g, c.same, c.head)
