@@ -108,13 +108,37 @@ async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(t
     await index.close()
 
 
+class Queue(list):
+    """A call queue that says when a call joins it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined = asyncio.Event()
+
+    def append(self, call) -> None:
+        super().append(call)
+        self.joined.set()
+
+
 async def test_a_lookup_cancelled_before_its_call_went_writes_nothing(throwaway_redis, monkeypatch):
     monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
     index = await opened(throwaway_redis.url)
-    first, cancelled = (asyncio.ensure_future(index.check_and_add(record(name, hashes(seed))))
-                        for name, seed in (("first", 1), ("cancelled", 2)))
-    await asyncio.sleep(0)  # both have made their call: the first is out, the other waits for it
+    out, release = asyncio.Event(), asyncio.Event()
+    send = index._call
+
+    async def held(*args):  # the first call stays out until the other has joined the queue
+        out.set()
+        await release.wait()
+        return await send(*args)
+
+    monkeypatch.setattr(index, "_call", held)
+    first = asyncio.ensure_future(index.check_and_add(record("first", hashes(1))))
+    await out.wait()
+    index._waiting = queue = Queue()
+    cancelled = asyncio.ensure_future(index.check_and_add(record("cancelled", hashes(2))))
+    await queue.joined.wait()
     cancelled.cancel()
+    release.set()
     assert (await first).added
     with pytest.raises(asyncio.CancelledError):
         await cancelled
