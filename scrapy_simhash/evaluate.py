@@ -80,11 +80,15 @@ class Document:
     text: str
 
 
-def read_documents(path: str | Path, fields: Sequence[str]) -> list[Document]:
+def read_documents(path: str | Path, fields: Sequence[str], keys: Counter[str] | None = None) -> list[Document]:
     """JSON-lines documents, their ``fields`` read as the pipeline reads an item's (HTML as text,
-    absent fields skipped). ``id`` names a document, else ``url``, else its line number."""
+    absent fields skipped). ``id`` names a document, else ``url``, else its line number. ``keys``,
+    when given, counts the objects that have each field, in the same pass: what a corpus holds, to
+    say so when the fields SIMHASH_FIELDS names are not there."""
     documents = []
     for number, obj in json_objects(path):
+        if keys is not None:
+            keys.update(obj.keys())
         url = str(obj.get("url", ""))
         try:
             text = extract_text(obj, fields).text
@@ -93,15 +97,6 @@ def read_documents(path: str | Path, fields: Sequence[str]) -> list[Document]:
             text = ""
         documents.append(Document(str(obj.get("id", url or number)), url, text))
     return documents
-
-
-def field_counts(path: str | Path) -> Counter[str]:
-    """How many objects of ``path`` have each field (to say what a corpus holds when the fields
-    SIMHASH_FIELDS names give no text)."""
-    counts: Counter[str] = Counter()
-    for _, obj in json_objects(path):
-        counts.update(obj.keys())
-    return counts
 
 
 def _recall(scores: Scores, width: int) -> str:

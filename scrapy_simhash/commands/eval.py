@@ -7,6 +7,7 @@ import asyncio
 import importlib.util
 import logging
 import time
+from collections import Counter
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -16,7 +17,6 @@ from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
 from scrapy_simhash.evaluate import (
     THRESHOLDS,
     Configuration,
-    field_counts,
     format_item_runs,
     format_pair_rows,
     ground_truth,
@@ -93,19 +93,20 @@ class Command(ScrapyCommand):
         if not all(0.0 < t <= 1.0 for t in thresholds):
             raise UsageError(f"Jaccard thresholds must lie in (0, 1], got {thresholds}", print_help=False)
         try:
-            documents = read_documents(args[0], config.fields)[: opts.limit]
+            keys: Counter[str] = Counter()
+            documents = read_documents(args[0], config.fields, keys)[: opts.limit]
         except OSError as exc:
             raise UsageError(f"cannot read {args[0]}: {exc}", print_help=False) from None
         without_text = sum(not document.text.strip() for document in documents)
         if without_text == len(documents):
-            raise UsageError(self._no_text(args[0], config.fields, len(documents)), print_help=False)
+            raise UsageError(self._no_text(args[0], config.fields, len(documents), keys), print_help=False)
         if without_text:
             print(
                 f"{without_text} of {len(documents)} documents have no text in the fields SIMHASH_FIELDS names "
                 f"({', '.join(config.fields)}): they are in no pair"
             )
         if self.settings.getpriority("SIMHASH_FIELDS") is not None:  # named by the user, not the default list
-            self._say_absent_fields(args[0], config.fields)
+            self._say_absent_fields(config.fields, keys)
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
         signatures = [fingerprinter.signature(document.text) for document in documents]
@@ -157,27 +158,28 @@ class Command(ScrapyCommand):
         return Configuration(f"{layout.bands}x{layout.rows}>={layout.min_estimate:.2f}", layout)
 
     @staticmethod
-    def _say_absent_fields(path: str, fields: list[str]) -> None:
+    def _say_absent_fields(fields: list[str], keys: Counter[str]) -> None:
         """A field the user named that no document has is a misspelt or a wrong name: the rest is
         measured alone, and its figures look plausible."""
-        present = field_counts(path)
-        absent = [name for name in fields if not present[name]]
+        absent = [name for name in fields if not keys[name]]
         if absent:
-            have = ", ".join(f"{name} ({count})" for name, count in present.most_common())
             print(
                 f"No document has {', '.join(absent)}, which SIMHASH_FIELDS names: the text measured is that of "
-                f"{', '.join(name for name in fields if present[name])} alone. The documents' fields (lines with "
-                f"each): {have}"
+                f"{', '.join(name for name in fields if keys[name])} alone. The documents' fields (lines with "
+                f"each): {_held(keys)}"
             )
 
     @staticmethod
-    def _no_text(path: str, fields: list[str], documents: int) -> str:
+    def _no_text(path: str, fields: list[str], documents: int, keys: Counter[str]) -> str:
         if not documents:
             return f"{path} has no document (no line is a JSON object)"
-        present = field_counts(path)
-        have = ", ".join(f"{name} ({count})" for name, count in present.most_common())
         return (
             f"{path}: none of its {documents} documents has text in the fields SIMHASH_FIELDS names "
             f"({', '.join(fields)}), so there is nothing to measure. Its lines have the fields (lines with each): "
-            f"{have}. Name the text fields with -s SIMHASH_FIELDS=name1,name2"
+            f"{_held(keys)}. Name the text fields with -s SIMHASH_FIELDS=name1,name2"
         )
+
+
+def _held(keys: Counter[str]) -> str:
+    """The fields a corpus holds, most common first, each with the number of lines having it."""
+    return ", ".join(f"{name} ({count})" for name, count in keys.most_common())
