@@ -49,6 +49,10 @@ MAX_BANDED_MEMBERS = 32
 #: through any member, so a family of many findable members need not be read whole. Measured:
 #: docs/benchmarks.md "Candidates per group".
 CANDIDATES_PER_GROUP = 4
+#: Records of one group a band key lists: a member goes under those of its keys that fewer of its
+#: group's records are under, so a lookup reads at most this many of a group's records per band,
+#: however many near copies the group has. Measured: docs/benchmarks.md "Groups".
+LISTED_PER_KEY = 1
 #: Candidates whose data judging reads first (best first); a backend that can returns their data with
 #: the lookup, saving a duplicate a call. Measured: docs/benchmarks.md "Details with the lookup".
 FIRST_READ = 4

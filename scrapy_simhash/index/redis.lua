@@ -1,8 +1,8 @@
 -- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
 -- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
--- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, and same_bytes(s, at, q), a byte comparison unrolled
--- for K. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so 64-bit values (fingerprints,
--- write ids, handles) only ever travel and are stored as bytes.
+-- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, and same_bytes(s, at, q), a
+-- byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so
+-- 64-bit values (fingerprints, write ids, handles) only ever travel and are stored as bytes.
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
@@ -174,9 +174,8 @@ local function bucket_field(key, field, rest)
     end
 end
 
-local function band_rids(sketch, b)
-    local key, field, rest = bucket(sketch, b)
-    local _, _, list = bucket_field(key, field, rest)
+-- The rids ``list`` holds under a band key's remaining bytes ``rest``, in order.
+local function listed(list, rest)
     local out = {}
     local at = string.find(list, rest, 1, true)
     while at do
@@ -190,6 +189,12 @@ local function band_rids(sketch, b)
     return out
 end
 
+local function band_rids(sketch, b)
+    local key, field, rest = bucket(sketch, b)
+    local _, _, list = bucket_field(key, field, rest)
+    return listed(list, rest)
+end
+
 -- Field ``name`` (at ``level``) becomes the marker, its entries ``list`` going to the next level.
 local function split(key, name, level, list)
     local parts = {}
@@ -201,25 +206,51 @@ local function split(key, name, level, list)
     hset(key, name, SPLIT)
 end
 
-local function enband(r)
+-- Whether ``list`` holds LISTED_PER_KEY records of group ``gid`` under ``rest``, or ``rid`` itself.
+local function key_full(list, rest, gid, rid)
+    local count = 0
+    for _, other in ipairs(listed(list, rest)) do
+        if other == rid then return true end
+        local s = read_slot('m', SLOT, other)
+        if s and n5(s, 2) == gid then
+            count = count + 1
+            if count >= LISTED_PER_KEY then return true end
+        end
+    end
+    return false
+end
+
+-- A record goes under those of its band keys (of ``bands``, or all) that fewer than LISTED_PER_KEY
+-- records of its group are under (base.py says why).
+local function enband(r, bands)
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
         local name, level, list = bucket_field(key, field, rest)
-        list = list .. rest .. r5(r.rid)
-        if level < LEVELS and #list > SPLIT_AT * ENTRY then
-            split(key, name, level, list)
-        else
-            hset(key, name, list)
+        if (not bands or bands[b]) and not key_full(list, rest, r.gid, r.rid) then
+            list = list .. rest .. r5(r.rid)
+            if level < LEVELS and #list > SPLIT_AT * ENTRY then
+                split(key, name, level, list)
+            else
+                hset(key, name, list)
+            end
         end
     end
 end
 
+-- Take ``r`` out of the buckets; the bands it was listed in, which its group's other members may
+-- now take over.
 local function unband(r)
+    local released = {}
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
         local name, _, list = bucket_field(key, field, rest)
-        hset(key, name, list_remove(list, rest .. r5(r.rid)))
+        local left = list_remove(list, rest .. r5(r.rid))
+        if left ~= list then
+            hset(key, name, left)
+            released[b] = true
+        end
     end
+    return released
 end
 
 local function add_handles(r)
@@ -301,7 +332,7 @@ end
 -- findable member becomes canonical. Returns {rid, was canonical, promoted rid or 0, its write id,
 -- the erased record's write id}.
 local function erase_record(r, replacement)
-    if has(r.flags, BANDED) then unband(r) end
+    local released = has(r.flags, BANDED) and unband(r)
     if has(r.flags, EXACT) then
         local key, field = sharded('x', sub(r.sketch, 1, 16))
         if hget(key, field) == r5(r.rid) then hset(key, field, '') end
@@ -336,6 +367,12 @@ local function erase_record(r, replacement)
                     break
                 end
             end
+        end
+    end
+    if released and next(released) and g.flags ~= CLOSED then
+        for _, rid in ipairs(list_each(list)) do
+            local m = record(rid)
+            if m and has(m.flags, BANDED) then enband(m, released) end
         end
     end
     g.size = g.size - 1

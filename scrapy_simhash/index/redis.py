@@ -19,6 +19,7 @@ import redis.exceptions
 from scrapy_simhash.index.base import (
     CANDIDATES_PER_GROUP,
     FIRST_READ,
+    LISTED_PER_KEY,
     MAX_BANDED_MEMBERS,
     Candidate,
     Details,
@@ -60,7 +61,7 @@ def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
     return (
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
-        f"local SPLIT_AT = {BUCKET_SPLIT_AT}\n"
+        f"local SPLIT_AT, LISTED_PER_KEY = {BUCKET_SPLIT_AT}, {LISTED_PER_KEY}\n"
         f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
         f"{_lua_same_bytes(layout.size)}"

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from scrapy_simhash.index.base import (
+    LISTED_PER_KEY,
     MAX_BANDED_MEMBERS,
     Candidate,
     Details,
@@ -258,7 +259,7 @@ class SQLiteIndex(Index):
                 return Lookup(mine, [], seq)
             if held:
                 return Lookup(None, [], seq, busy=True)
-            keys = [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
+            keys = self._bucket_keys(sketch)
             marks = ",".join("?" * len(keys))
             rids = [
                 rid
@@ -352,11 +353,20 @@ class SQLiteIndex(Index):
             ),
         ).lastrowid
         if banded:
-            db.executemany(
-                "INSERT INTO bands VALUES (?, ?)",
-                [(bytes([band]) + key, rid) for band, key in enumerate(self.layout.band_keys(sketch))],
-            )
+            self._enband(rid, gid, sketch)
         return rid
+
+    def _bucket_keys(self, sketch: bytes) -> list[bytes]:
+        return [bytes([band]) + key for band, key in enumerate(self.layout.band_keys(sketch))]
+
+    def _enband(self, rid: int, gid: int, sketch: bytes, only: set[bytes] | None = None) -> None:
+        """List record ``rid`` under those of its band keys (of ``only``, or all) that fewer than
+        LISTED_PER_KEY records of its group are listed under (base.py says why)."""
+        self._connection().executemany(
+            "INSERT OR IGNORE INTO bands SELECT ?1, ?2 WHERE"
+            " (SELECT COUNT(*) FROM bands b JOIN records r ON r.rid = b.rid WHERE b.key = ?1 AND r.gid = ?3) < ?4",
+            [(key, rid, gid, LISTED_PER_KEY) for key in self._bucket_keys(sketch) if only is None or key in only],
+        )
 
     def _details(self, pairs: list[tuple[int, int]]) -> list[tuple | None]:
         db = self._connection()
@@ -443,19 +453,23 @@ class SQLiteIndex(Index):
         self._checkpoint()
         return erased
 
-    def _erase_rid(self, rid: int) -> Erased:
-        """Erase one record in the caller's transaction; its group keeps its other members, and its
-        earliest findable member becomes canonical if the canonical goes."""
+    def _erase_rid(self, rid: int, *, whole_group: bool = False) -> Erased:
+        """Erase one record in the caller's transaction; its group keeps its other members, which take
+        over the band keys it was listed under, and its earliest findable member becomes canonical if
+        the canonical goes. ``whole_group``: every member goes in this transaction (nothing to take over)."""
         db = self._connection()
         gid, banded, sketch, id_, url = db.execute(
             "SELECT gid, banded, sketch, id, url FROM records WHERE rid = ?", (rid,)
         ).fetchone()
+        released = set()
         if banded:
-            db.executemany(
-                "DELETE FROM bands WHERE key = ? AND rid = ?",
-                [(bytes([band]) + key, rid) for band, key in enumerate(self.layout.band_keys(sketch))],
-            )
+            delete = "DELETE FROM bands WHERE key = ? AND rid = ?"
+            released = {key for key in self._bucket_keys(sketch) if db.execute(delete, (key, rid)).rowcount}
         db.execute("DELETE FROM records WHERE rid = ?", (rid,))
+        if released and not whole_group:
+            members = db.execute("SELECT rid, sketch FROM records WHERE gid = ? AND banded = 1 ORDER BY rid", (gid,))
+            for member, member_sketch in members.fetchall():
+                self._enband(member, gid, member_sketch, released)
         canonical, size = db.execute("SELECT canonical, size FROM groups WHERE gid = ?", (gid,)).fetchone()
         was_canonical = canonical == rid
         if size <= 1:
@@ -489,7 +503,7 @@ class SQLiteIndex(Index):
             erased = 0
             for gid in due:
                 for (rid,) in db.execute("SELECT rid FROM records WHERE gid = ?", (gid,)).fetchall():
-                    self._erase_rid(rid)
+                    self._erase_rid(rid, whole_group=True)
                     erased += 1
         if erased:
             self._checkpoint()

@@ -63,3 +63,21 @@ def dump(backend, location):
         return {key: value for key, value in keyspace(url, prefix).items() if key != f"{prefix}:n".encode()}
 
     return take
+
+
+@pytest.fixture
+def band_entries(backend, location):
+    """How many band bucket entries the index stores: one per (record, band key) it lists."""
+    url, prefix = location
+
+    def count():
+        if backend == "sqlite":
+            db = sqlite3.connect(url[len("sqlite:///") :])
+            [(entries,)] = db.execute("SELECT COUNT(*) FROM bands")
+            db.close()
+            return entries
+        entry = LAYOUT.rows - 2 + 5  # a band key's bytes past the two that name hash and field, a 5-byte rid
+        buckets = [value for key, value in keyspace(url, prefix).items() if key.startswith(f"{prefix}:b:".encode())]
+        return sum(len(part) // entry for fields in buckets for part in fields.values() if part != b"\0")
+
+    return count

@@ -9,7 +9,7 @@ import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
-from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ
+from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.layout import Layout
 
@@ -94,14 +94,17 @@ async def test_a_member_that_adds_reach_is_found_and_joins_the_group(make_index)
 
 
 async def test_a_lookup_returns_a_groups_best_members_only_and_every_group(make_index):
-    """A family of findable members is not returned whole: any member lets a page join its group."""
+    """A family of findable members is not returned whole: any member lets a page join its group.
+    A lookup reaches the record each of its band keys lists for the group (the earliest member with
+    that key) and returns the best of those."""
     index = await make_index()
+    layout = index.layout
     base = hashes(40)
-    family = [near(base, 0.93 + 0.01 * i, seed=41 + i) for i in range(6)]  # the last is closest to base
+    family = [near(base, 0.86 + 0.02 * i, seed=41 + i) for i in range(6)]  # the last is closest to base
     first = await index.check_and_add(record("f0", family[0]))
+    [f0] = (await index.check_and_add(record("probe", family[0]))).candidates
     for i, member in enumerate(family[1:], 1):
-        found = await index.check_and_add(record(f"f{i}", member))
-        await index.join(record(f"f{i}", member), found.candidates[0], banded=True)
+        await index.join(record(f"f{i}", member), f0, banded=True)  # as if each matched f0
     other = record("other", near(base, 0.9, seed=49))
     rejected = await index.check_and_add(other)  # the family's members, judged and rejected
     other = await index.check_and_add(other, since=rejected.seq)
@@ -110,13 +113,16 @@ async def test_a_lookup_returns_a_groups_best_members_only_and_every_group(make_
     for candidate in lookup.candidates:
         by_group.setdefault(candidate.group, []).append(candidate)
     assert sorted(by_group) == [first.added, other.added]
-    assert len(by_group[first.added]) == CANDIDATES_PER_GROUP < len(family)
     assert [c.equal for c in lookup.candidates] == sorted((c.equal for c in lookup.candidates), reverse=True)
-    sketch = record("copy", base).sketch(index.layout)
-    equals = sorted(
-        (index.layout.equal(record(f"f{i}", m).sketch(index.layout), sketch) for i, m in enumerate(family)),
-        reverse=True,
-    )
+    sketch = record("copy", base).sketch(layout)
+    sketches = [record(f"f{i}", m).sketch(layout) for i, m in enumerate(family)]
+    query_keys = layout.band_keys(sketch)
+    reached = set()
+    for band, key in enumerate(query_keys):
+        holders = [i for i, s in enumerate(sketches) if layout.band_keys(s)[band] == key]
+        reached.update(holders[:LISTED_PER_KEY])
+    equals = sorted((layout.equal(sketches[i], sketch) for i in reached), reverse=True)
+    assert len(equals) > CANDIDATES_PER_GROUP
     assert [c.equal for c in by_group[first.added]] == equals[:CANDIDATES_PER_GROUP]
 
 
@@ -226,6 +232,57 @@ async def test_a_record_sharing_min_equal_sketch_bytes_is_a_candidate_and_one_fe
         query[at] ^= 0xFF  # the first band stays whole: the lookup reads the stored record
         lookup = await index.check_and_add(with_sketch(f"query{differing}", layout, query.tobytes()))
         assert [(c.rid, c.equal) for c in lookup.candidates] == ([(rid, layout.min_equal)] if found else [])
+
+
+def _listed(layout: Layout, *members: np.ndarray) -> list[int]:
+    """Which of a group's ``members`` (in the order they joined) each band key lists: per band, the
+    first LISTED_PER_KEY members with that key. Their indexes, one per entry."""
+    keys = [layout.band_keys(record("x", values).sketch(layout)) for values in members]
+    entries = []
+    for band in range(layout.bands):
+        for key in {k[band] for k in keys}:
+            entries += [i for i, k in enumerate(keys) if k[band] == key][:LISTED_PER_KEY]
+    return entries
+
+
+async def test_a_group_lists_a_band_key_under_few_of_its_records(make_index, band_entries):
+    """A member is findable through the band keys fewer than LISTED_PER_KEY of its group's records
+    are under: however many near copies a family has, a lookup reads few of them per band."""
+    index = await make_index()
+    a = hashes(80)
+    family = [a, a.copy(), a.copy(), near(a, 0.85, seed=81)]
+    first = await index.check_and_add(record("m0", a))
+    for i, values in enumerate(family[1:], 1):
+        lookup = await index.check_and_add(record(f"m{i}", values))
+        assert (await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)).banded
+    listed = _listed(index.layout, *family)
+    assert 2 not in listed and 3 in listed  # a third identical copy adds nothing, a near copy its own keys
+    assert band_entries() == len(listed)
+    drift = await index.check_and_add(record("d", near(family[3], 0.9, seed=82)))
+    assert {x.group for x in drift.candidates} == {first.added}
+
+
+async def test_erasing_a_record_hands_its_band_keys_to_members_with_those_keys(make_index, band_entries):
+    index = await make_index()
+    a = hashes(84)
+    family = [a, a.copy(), a.copy(), near(a, 0.85, seed=85)]
+    await index.check_and_add(record("m0", a))
+    for i, values in enumerate(family[1:], 1):
+        lookup = await index.check_and_add(record(f"m{i}", values))
+        await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)
+    [erased] = await index.erase("m0")
+    assert erased.promoted == "m1"
+    assert band_entries() == len(_listed(index.layout, *family[1:]))
+    for name in ("m1", "m2"):
+        copy = await index.check_and_add(record("copy", a))
+        [best, *_] = copy.candidates
+        [details] = await index.details([best])
+        assert best.equal == index.layout.size and details.id in ("m1", "m2")
+        await index.erase(details.id)
+    assert band_entries() == index.layout.bands
+    assert [x.equal for x in (await index.check_and_add(record("again", family[3]))).candidates] == [
+        index.layout.size
+    ]
 
 
 async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
