@@ -328,12 +328,14 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=2_000,
                         help="items whose index calls are counted one by one with MONITOR (default 2000)")
     parser.add_argument("--concurrency", type=int, default=16,
-                        help="items in flight in the pipeline, as in a crawl (default 16, CONCURRENT_REQUESTS)")
+                        help="items in flight in the pipeline (default 16; a crawl: up to CONCURRENT_ITEMS)")
     parser.add_argument("--redis-url", help="a Redis of this benchmark's own: it is FLUSHALLed")
     parser.add_argument("--merge-log", choices=["file", "stream"], default="file",
                         help="the merge log as a JSON-lines file (default) or a stream in the same Redis")
     parser.add_argument("--candidates-per-group", type=int,
                         help="patch CANDIDATES_PER_GROUP (0: every candidate), to measure the default")
+    parser.add_argument("--listed-per-key", type=int,
+                        help="patch LISTED_PER_KEY, to measure the default")
     parser.add_argument("--batches-in-flight", type=int,
                         help="patch BATCHES_IN_FLIGHT (0: every lookup and join a script call of its own)")
     args = parser.parse_args()
@@ -342,6 +344,8 @@ def main() -> None:
     if args.candidates_per_group is not None:
         cap = args.candidates_per_group or 1_000_000
         scrapy_simhash.index.base.CANDIDATES_PER_GROUP = scrapy_simhash.index.redis.CANDIDATES_PER_GROUP = cap
+    if args.listed_per_key is not None:
+        scrapy_simhash.index.redis.LISTED_PER_KEY = args.listed_per_key
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the clean-ups: the redis-server dies too
 
     with args.corpus.open(encoding="utf-8") as lines:
