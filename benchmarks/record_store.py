@@ -31,6 +31,14 @@ def byte_planes_zlib(hashes: np.ndarray) -> bytes:
     return len(hashes).to_bytes(4, "big") + planes[2:].tobytes() + zlib.compress(planes[:2].tobytes(), 1)
 
 
+def byte_planes_zlib_decode(blob: bytes) -> np.ndarray:
+    count = int.from_bytes(blob[:4], "big")
+    low = np.frombuffer(blob, np.uint8, 2 * count, 4)
+    high = np.frombuffer(zlib.decompress(blob[4 + 2 * count :]), np.uint8)
+    planes = np.concatenate((high, low)).reshape(4, count)
+    return np.cumsum(np.ascontiguousarray(planes.T).view(">u4").ravel(), dtype=np.uint32)
+
+
 def per_page_us(function: Callable, inputs: list) -> float:
     """Best of 3 passes over every input, microseconds per input."""
     best = float("inf")
@@ -53,9 +61,12 @@ def main() -> None:
     narrow = [verification_hashes(h) for h in wide]
 
     blobs = [encode_hashes(h) for h in narrow]
-    encode_us, decode_us = per_page_us(encode_hashes, narrow), per_page_us(decode_hashes, blobs)
+    bound = max(map(len, narrow))
+    encode_us = per_page_us(encode_hashes, narrow)
+    decode_us = per_page_us(lambda blob: decode_hashes(blob, bound), blobs)
     earlier = [byte_planes_zlib(h) for h in narrow]
-    earlier_encode_us, earlier_decode_us = per_page_us(byte_planes_zlib, narrow), per_page_us(decode_hashes, earlier)
+    earlier_encode_us = per_page_us(byte_planes_zlib, narrow)
+    earlier_decode_us = per_page_us(byte_planes_zlib_decode, earlier)
     raw_us = per_page_us(np.ndarray.tobytes, narrow)
     hashes = sum(map(len, narrow))
     stored = sum(map(len, blobs))
