@@ -4,9 +4,9 @@ Shingle hashes are sorted distinct uint32, stored Elias-Fano coded: n values in 
 into l = 32 - bit_length(n) low bits, kept verbatim (whole bytes, then the remaining bits packed 8
 values to a group), and the high bits, written as a bit vector with a 1 at ``high[i] + i`` (about 2
 bits a value, since the high parts of sorted values only grow). That is within a few percent of the
-entropy of a random sorted set: 2.90 bytes per hash on the shared corpus against 4 raw, with
-numpy only and no zlib pass: about 2x cheaper to encode than the zlib-compressed byte planes it
-replaced (README "The band index" has the figures and ``benchmarks/record_store.py``).
+entropy of a random sorted set: 2.87 bytes per hash on the shared corpus against 4 raw, with
+numpy only and no zlib pass: 1.8x cheaper to encode than the zlib-compressed byte planes it
+replaced (docs/benchmarks.md "Verification data", ``benchmarks/record_store.py``).
 
 Blob: a format byte, the 4-byte big-endian count n, the low bytes, the packed low bits, the high bit
 vector. Its length follows from n exactly, so a blob is checked whole, and n against the caller's
@@ -91,7 +91,8 @@ def decode_hashes(blob: bytes, max_count: int) -> np.ndarray:
         at += groups * rest
         bits = (packed.view("<u8") >> (_GROUP_SHIFTS * np.uint64(rest))) & np.uint64((1 << rest) - 1)
         values |= bits.ravel()[:count].astype(np.uint32) << np.uint32(8 * whole)
-    high = np.flatnonzero(np.unpackbits(np.frombuffer(blob, np.uint8, offset=at)))
+    # nonzero() of a bool view: numpy's count-then-fill path for uint8 took 3x as long.
+    high = np.unpackbits(np.frombuffer(blob, np.uint8, offset=at)).view(bool).nonzero()[0]
     if len(high) != count:
         raise ValueError("not a verification blob: its high bits do not match its count")
     if low_bits < 32:
