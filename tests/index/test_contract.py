@@ -273,7 +273,7 @@ async def test_erasing_a_record_hands_its_band_keys_to_members_with_those_keys(m
     [erased] = await index.erase("m0")
     assert erased.promoted == "m1"
     assert band_entries() == len(_listed(index.layout, *family[1:]))
-    for name in ("m1", "m2"):
+    for _ in range(2):  # m1 and m2, whichever a copy of their text finds first
         copy = await index.check_and_add(record("copy", a))
         [best, *_] = copy.candidates
         [details] = await index.details([best])
