@@ -221,12 +221,16 @@ local function key_full(list, rest, gid, rid)
 end
 
 -- A record goes under those of its band keys (of ``bands``, or all) that fewer than LISTED_PER_KEY
--- records of its group are under (base.py says why).
+-- records of its group are under (base.py says why), and under its last key when it would go under
+-- none: a copy of its text must find it, or identical texts could be kept twice.
 local function enband(r, bands)
+    local under = false
     for b = 1, BANDS do
         local key, field, rest = bucket(r.sketch, b)
         local name, level, list = bucket_field(key, field, rest)
-        if (not bands or bands[b]) and not key_full(list, rest, r.gid, r.rid) then
+        local last = not bands and b == BANDS and not under
+        if last or ((not bands or bands[b]) and not key_full(list, rest, r.gid, r.rid)) then
+            under = true
             list = list .. rest .. r5(r.rid)
             if level < LEVELS and #list > SPLIT_AT * ENTRY then
                 split(key, name, level, list)

@@ -361,12 +361,17 @@ class SQLiteIndex(Index):
 
     def _enband(self, rid: int, gid: int, sketch: bytes, only: set[bytes] | None = None) -> None:
         """List record ``rid`` under those of its band keys (of ``only``, or all) that fewer than
-        LISTED_PER_KEY records of its group are listed under (base.py says why)."""
-        self._connection().executemany(
+        LISTED_PER_KEY records of its group are listed under (base.py says why), and under its last
+        key when it would be under none: a copy of its text must find it (redis.lua ``enband``)."""
+        db = self._connection()
+        keys = self._bucket_keys(sketch)
+        listed = db.executemany(
             "INSERT OR IGNORE INTO bands SELECT ?1, ?2 WHERE"
             " (SELECT COUNT(*) FROM bands b JOIN records r ON r.rid = b.rid WHERE b.key = ?1 AND r.gid = ?3) < ?4",
-            [(key, rid, gid, LISTED_PER_KEY) for key in self._bucket_keys(sketch) if only is None or key in only],
-        )
+            [(key, rid, gid, LISTED_PER_KEY) for key in keys if only is None or key in only],
+        ).rowcount
+        if only is None and not listed:
+            db.execute("INSERT INTO bands VALUES (?, ?)", (keys[-1], rid))
 
     def _details(self, pairs: list[tuple[int, int]]) -> list[tuple | None]:
         db = self._connection()

@@ -235,13 +235,17 @@ async def test_a_record_sharing_min_equal_sketch_bytes_is_a_candidate_and_one_fe
 
 
 def _listed(layout: Layout, *members: np.ndarray) -> list[int]:
-    """Which of a group's ``members`` (in the order they joined) each band key lists: per band, the
-    first LISTED_PER_KEY members with that key. Their indexes, one per entry."""
-    keys = [layout.band_keys(record("x", values).sketch(layout)) for values in members]
+    """Which of a group's ``members`` (in the order they joined) the band keys list: a member is under
+    the keys fewer than LISTED_PER_KEY earlier members are under, or else under its last key. Their
+    indexes, one per entry."""
+    under: dict[tuple[int, bytes], int] = {}
     entries = []
-    for band in range(layout.bands):
-        for key in {k[band] for k in keys}:
-            entries += [i for i, k in enumerate(keys) if k[band] == key][:LISTED_PER_KEY]
+    for i, values in enumerate(members):
+        keys = list(enumerate(layout.band_keys(record("x", values).sketch(layout))))
+        own = [band_key for band_key in keys if under.get(band_key, 0) < LISTED_PER_KEY] or keys[-1:]
+        for band_key in own:
+            under[band_key] = under.get(band_key, 0) + 1
+        entries += [i] * len(own)
     return entries
 
 
@@ -256,10 +260,26 @@ async def test_a_group_lists_a_band_key_under_few_of_its_records(make_index, ban
         lookup = await index.check_and_add(record(f"m{i}", values))
         assert (await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)).banded
     listed = _listed(index.layout, *family)
-    assert 2 not in listed and 3 in listed  # a third identical copy adds nothing, a near copy its own keys
+    assert listed.count(2) == 1 and 3 in listed  # an identical copy adds one key, a near copy its own keys
     assert band_entries() == len(listed)
     drift = await index.check_and_add(record("d", near(family[3], 0.9, seed=82)))
     assert {x.group for x in drift.candidates} == {first.added}
+
+
+async def test_a_member_whose_keys_its_group_all_lists_is_still_found_by_a_copy_of_its_text(make_index):
+    """Identical texts are never kept twice: a member goes under one key of its own at least."""
+    index = await make_index()
+    layout = index.layout
+    a, b = hashes(86), hashes(87)
+    bounds = layout._bounds  # band i covers the hash range of sketch bins [i * rows, (i + 1) * rows)
+    band_of = lambda values: np.searchsorted(bounds[:: layout.rows], values, side="right") - 1  # noqa: E731
+    mixed = np.sort(np.concatenate((a[band_of(a) % 2 == 0], b[band_of(b) % 2 == 1])))  # a's even bands, b's odd
+    first = await index.check_and_add(record("a", a))
+    [anchor] = (await index.check_and_add(record("probe", a))).candidates
+    for name, values in (("b", b), ("mixed", mixed)):
+        assert (await index.join(record(name, values), anchor, banded=True)).banded
+    copy = await index.check_and_add(record("copy", mixed.copy()))
+    assert [(c.group, c.equal) for c in copy.candidates][:1] == [(first.added, layout.size)]
 
 
 async def test_erasing_a_record_hands_its_band_keys_to_members_with_those_keys(make_index, band_entries):
