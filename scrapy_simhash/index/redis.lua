@@ -226,16 +226,18 @@ end
 local function enband(r, bands)
     local under = false
     for b = 1, BANDS do
-        local key, field, rest = bucket(r.sketch, b)
-        local name, level, list = bucket_field(key, field, rest)
-        local last = not bands and b == BANDS and not under
-        if last or ((not bands or bands[b]) and not key_full(list, rest, r.gid, r.rid)) then
-            under = true
-            list = list .. rest .. r5(r.rid)
-            if level < LEVELS and #list > SPLIT_AT * ENTRY then
-                split(key, name, level, list)
-            else
-                hset(key, name, list)
+        if not bands or bands[b] then
+            local key, field, rest = bucket(r.sketch, b)
+            local name, level, list = bucket_field(key, field, rest)
+            local last = not bands and b == BANDS and not under
+            if last or not key_full(list, rest, r.gid, r.rid) then
+                under = true
+                list = list .. rest .. r5(r.rid)
+                if level < LEVELS and #list > SPLIT_AT * ENTRY then
+                    split(key, name, level, list)
+                else
+                    hset(key, name, list)
+                end
             end
         end
     end
