@@ -16,7 +16,7 @@ index's share, and random verification data would get that wrong: each record ca
 verification blob of a page of the shared corpus (pages taken in turn), and a random sketch (so
 records stay distinct, as in benchmarks/index.py). The fill sends what ``RedisIndex.check_and_add``
 sends on a cluster, pipelined: the page data written first (HSET, on its node), then the script
-call (EVALSHA, on the index's node).
+call (FCALL, on the index's node).
 
 Printed besides: the page data's bytes sent to each node (the spread of the data alone, from the
 hash slot of each key), and the index's own share, estimated as the index node's used_memory less
@@ -50,7 +50,7 @@ from scrapy_simhash.index.codec import encode_hashes  # noqa: E402
 
 PRIMARIES = 3
 PREFIX = "bench:{index}"
-BATCH = 1_000  # records per pipeline round (their HSETs, then their EVALSHAs)
+BATCH = 1_000  # records per pipeline round (their HSETs, then their FCALLs)
 SLOTS = 16384
 
 
@@ -108,7 +108,7 @@ async def fill(index, layout, blobs: list[bytes], records: int) -> np.ndarray:
         async with data_commands(transaction=False) as pipe:
             for record in batch:
                 # What RedisIndex.check_and_add sends after the data (no page data in the call itself).
-                pipe.execute_command("EVALSHA", index._script.sha, 1, *index._route, index.prefix, "check_add", 0,
+                pipe.execute_command("FCALL", index._function, 1, *index._route, index.prefix, "check_add", 0,
                                      record.sketch(layout), *index._record_args(record), *[""] * 6)
             replies = await pipe.execute()
         if any(reply[1] == 0 for reply in replies):

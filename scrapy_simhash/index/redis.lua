@@ -1,20 +1,22 @@
--- scrapy-simhash index, the server side: every step that must be atomic (lookup-then-insert, join,
--- erase) is one call of this script. Python prepends the layout as data: BANDS, ROWS, K (sketch bytes),
--- MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, and same_bytes(s, at, q), a
--- byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are doubles in Lua, so
--- 64-bit values (fingerprints, write ids, handles) only ever travel and are stored as bytes.
+-- scrapy-simhash index, the server side: a Redis Functions library of one function, NAME, and every
+-- step that must be atomic (lookup-then-insert, join, erase) is one call of it. A library's code runs
+-- once, when it is loaded, so a call pays for its own work only (an EVALSHA of this code ran the whole
+-- chunk, ~60 closures, every time). Python prepends the layout as data: NAME, BANDS, ROWS, K (sketch
+-- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, WRITE_DATA, and
+-- same_bytes(s, at, q), a byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are
+-- doubles in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored
+-- as bytes.
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
 -- on one server the script writes and erases it with the rest (WRITE_DATA); on a Redis Cluster those
 -- keys spread over the nodes, and the client writes them before the record is indexed.
 
-local P = ARGV[1]
-local byte, char, sub, rep = string.byte, string.char, string.sub, string.rep
-local floor = math.floor
-local pack, unpack = struct.pack, struct.unpack
+-- Bound by the first call: loading a library may read no library but redis'.
+local byte, char, sub, rep, floor, pack, unpack
 
-local SEQ, COUNT, EXPIRY, CLOSING = P .. ':n', P .. ':c', P .. ':e', P .. ':closing'
+-- The call's arguments and the keys named by its prefix, set by each call (the function at the end).
+local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA
 local SLOT = 42 + K        -- flags 1, group 5, fingerprint 8, write id 8, session 4, id handle 8, url handle 8, sketch K
 local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flags 1
 local PER_BLOCK = 256
@@ -86,7 +88,7 @@ end
 
 -- Hash fields (buckets, handles, digests) as this call last read or wrote them, by key .. '\0' ..
 -- field ('' for none): a lookup that finds nothing inserts into the very fields it has just read.
-local FIELDS = {}
+local FIELDS
 
 local function hget(key, field)
     local id = key .. '\0' .. field
@@ -664,4 +666,21 @@ ENTRY_POINTS.batch = function(a)
     return out
 end
 
-return ENTRY_POINTS[ARGV[2]](3)
+local NAMES = {}  -- the key names of each prefix a call has named, made once
+
+redis.register_function(NAME, function(_, args)
+    if not byte then
+        byte, char, sub, rep = string.byte, string.char, string.sub, string.rep
+        floor, pack, unpack = math.floor, struct.pack, struct.unpack
+    end
+    ARGV, P = args, args[1]
+    local names = NAMES[P]
+    if not names then
+        -- page data keys carry no hash tag: on a cluster they spread
+        names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:'}
+        NAMES[P] = names
+    end
+    SEQ, COUNT, EXPIRY, CLOSING, DATA = names[1], names[2], names[3], names[4], names[5]
+    FIELDS = {}
+    return ENTRY_POINTS[args[2]](3)
+end)

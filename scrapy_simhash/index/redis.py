@@ -1,13 +1,15 @@
-"""The shared index on Redis: each atomic step is one call of a Lua script, through redis-py's own client.
+"""The shared index on Redis: each atomic step is one call of a Lua function, through redis-py's own client.
 
-The script (``redis.lua``) keeps the record and group slots, the band buckets and the id handles
-under the key prefix, whose hash tag puts them in one cluster slot; a record's page data lives under
-its write id and, on a Redis Cluster, spreads over the nodes (docs/how-it-works.md has the key schema).
+The function (``redis.lua``, a Redis Functions library the index loads when the server lacks it)
+keeps the record and group slots, the band buckets and the id handles under the key prefix, whose
+hash tag puts them in one cluster slot; a record's page data lives under its write id and, on a
+Redis Cluster, spreads over the nodes (docs/how-it-works.md has the key schema).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import struct
 from importlib.resources import files
@@ -28,6 +30,7 @@ from scrapy_simhash.index.base import (
     GroupGone,
     Index,
     IndexNotFound,
+    IndexOpenError,
     Joined,
     Lookup,
     Record,
@@ -56,16 +59,20 @@ BUCKET_SPLIT_AT = 256
 BATCHES_IN_FLIGHT = 2
 
 
-def _header(layout: Layout, data_prefix: str, write_data: bool) -> str:
-    """The layout and the data key prefix as Lua constants, prepended to the script."""
-    return (
+def _library(layout: Layout, write_data: bool) -> tuple[str, str]:
+    """The name and the code of the Functions library for this layout: ``redis.lua`` with the layout
+    as Lua constants in front. The name is the code's digest, so indexes of one layout and version
+    share a library and another layout or version never calls it."""
+    body = (
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
         f"local SPLIT_AT, LISTED_PER_KEY = {BUCKET_SPLIT_AT}, {LISTED_PER_KEY}\n"
-        f"local DATA = {_lua_string(data_prefix + ':d:')}\n"
         f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
         f"{_lua_same_bytes(layout.size)}"
+        f"{_LUA}"
     )
+    name = "scrapy_simhash_" + hashlib.sha1(body.encode()).hexdigest()[:16]
+    return name, f"#!lua name={name}\nlocal NAME = {_lua_string(name)}\n{body}"
 
 
 def _lua_same_bytes(size: int, chunk: int = 48) -> str:
@@ -104,10 +111,9 @@ class RedisIndex(Index):
             raise ValueError(f"a Redis Cluster index needs a {{hash tag}} in SIMHASH_KEY_PREFIX, got {key_prefix!r}")
         self.prefix = key_prefix
         # Page data keys carry no hash tag of the prefix: on a cluster they spread over the nodes.
-        data_prefix = key_prefix.replace("{", "").replace("}", "")
-        self._data = f"{data_prefix}:d:".encode()
+        self._data = f"{key_prefix.replace('{', '').replace('}', '')}:d:".encode()
         self.client = async_client(url)
-        self._script = self.client.register_script(_header(self.layout, data_prefix, not self.cluster) + _LUA)
+        self._function, self._library = _library(self.layout, write_data=not self.cluster)
         self._route = [f"{key_prefix}:meta"]
         self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the script's slot
         self._leased = False  # a key in the index's slot: where a cluster runs the script
@@ -115,7 +121,19 @@ class RedisIndex(Index):
         self._batches: set[asyncio.Task] = set()
 
     async def _call(self, entry: str, *args: Any) -> Any:
-        return await self._script(keys=self._route, args=[self.prefix, entry, *args])
+        call = (self._function, len(self._route), *self._route, self.prefix, entry, *args)
+        try:
+            return await self.client.fcall(*call)
+        except redis.exceptions.ResponseError as exc:
+            if "unknown command" in str(exc):
+                raise IndexOpenError(
+                    f"the index needs Redis 7.0 or later (Redis Functions); {self.location} does not know FCALL"
+                ) from None
+            if "Function not found" not in str(exc):
+                raise
+        # A server new to this version, restarted without persistence, or flushed: load and call again.
+        await self.client.function_load(self._library, replace=True)
+        return await self.client.fcall(*call)
 
     async def _batched(self, entry: str, *args: Any) -> Any:
         """``entry``'s reply, its call sent in a script call of its own or with those made while

@@ -12,7 +12,7 @@ from redis_servers import LocalCluster, TLSFiles
 from samples import LAYOUT, hashes, near, record, with_sketch
 from texts import article
 
-from scrapy_simhash.index import open_index
+from scrapy_simhash.index import IndexOpenError, open_index
 import scrapy_simhash.index.redis
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.judge import place
@@ -74,19 +74,29 @@ async def test_a_copy_is_judged_in_two_script_calls_on_one_server(redis_server_u
     assert logged.calls == ["check_and_add", "join"]
 
 
-async def test_a_flushed_script_cache_is_reloaded(throwaway_redis):
+async def test_a_flushed_function_library_is_loaded_again(throwaway_redis):
     index = await opened(throwaway_redis.url)
     assert (await index.check_and_add(record("a", hashes(1)))).added
     admin = throwaway_redis.client()
-    admin.script_flush()
+    admin.function_flush()
     copy = await index.check_and_add(record("b", hashes(1)))
     assert copy.candidates and copy.candidates[0].equal == LAYOUT.size
+    listed = [dict(zip(library[::2], library[1::2])) for library in admin.function_list()]
+    assert [library[b"library_name"] for library in listed] == [index._function.encode()]
     admin.close()
     await index.close()
 
 
+async def test_a_server_without_redis_functions_is_refused_with_what_it_needs(redis_factory):
+    server = redis_factory.start("--rename-command", "FCALL", "fcall_elsewhere")  # as a Redis 6 answers
+    index = open_index(server.url, key_prefix="simhash:{s}", layout=LAYOUT)
+    with pytest.raises(IndexOpenError, match=r"needs Redis 7\.0 or later \(Redis Functions\)"):
+        await index.open()
+    await index.close()
+
+
 def script_calls(admin) -> int:
-    return admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    return admin.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
 
 
 async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(throwaway_redis, monkeypatch):

@@ -90,10 +90,10 @@ async def test_a_restart_within_the_retry_budget_costs_no_item(throwaway_redis, 
         await pipeline.close_spider()
 
 
-async def test_a_flushed_script_cache_is_reloaded_transparently(pipeline, throwaway_redis):
+async def test_a_flushed_function_library_is_reloaded_transparently(pipeline, throwaway_redis):
     await feed_all(pipeline, PAGES[:5])
     with throwaway_redis.client() as admin:
-        admin.script_flush()
+        admin.function_flush()
     assert await feed_all(pipeline, [copy_of(PAGES[0]), PAGES[5]]) == [False, True]
     stats = simhash_stats(pipeline)
     assert stats["simhash/index_errors"] == 0 and stats["simhash/unchecked"] == 0
