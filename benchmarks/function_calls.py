@@ -1,0 +1,105 @@
+"""Server time of the index's calls as a Redis Functions library against the same code as a script.
+
+    cd benchmarks
+    python function_calls.py [--records 100000] [--lookups 400] [--near 100] [--rounds 8]
+
+``FCALL`` runs a library's function, whose code ran once, when the library was loaded; ``EVALSHA``
+runs a script's whole chunk on every call: for ``redis.lua`` that is about 60 local functions and
+tables made before the entry point starts its work. The script here is this version's library made
+into an EVAL script (no shebang; the function it would register is called at the end of the chunk
+with the call's arguments), so the two differ only in how they are called.
+
+One index on a throwaway redis-server, filled with ``--records`` random records as index.py makes
+them; then in each round each way looks up ``--lookups`` new random records (each adds its record,
+as a crawl's new page does) and ``--near`` near-duplicates of stored records, and makes ``--near``
+calls that do nothing (``empty``: a confirmation of no record), one call at a time,
+the ways alternating. Server time per call is INFO commandstats for FCALL and EVALSHA; printed are
+the medians of the rounds and the median of the rounds' ratios (a round's two ways ran back to back,
+so their ratio is what the machine's drift disturbs least).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+
+from index import NewDriver  # benchmarks/index.py
+from pipeline import throwaway_redis  # benchmarks/pipeline.py
+
+
+def as_script(library: str) -> str:
+    """``library`` as an EVAL script that runs its registered function on every call."""
+    code = "local GIVEN = ARGV\n" + library.split("\n", 1)[1]  # ARGV is shadowed by the library's own
+    head, registered, tail = code.rpartition("redis.register_function(NAME, ")
+    if not registered or not tail.rstrip().endswith("end)"):
+        raise ValueError("redis.lua no longer ends with the function it registers")
+    return f"{head}return ({tail.rstrip()}(KEYS, GIVEN)\n"
+
+
+async def server_us(driver: NewDriver, call, queries: list | int) -> float:
+    """Server microseconds per call of ``queries``' lookups sent by ``call``; for a number, as many calls
+    that do nothing (a confirmation of no record): the fixed cost of a call."""
+    index = driver.index
+    admin = driver.admin
+    admin.config_resetstat()
+    if isinstance(queries, int):
+        for _ in range(queries):
+            await call(1, *index._route, index.prefix, "confirm", index.session)
+    for record, _ in [] if isinstance(queries, int) else queries:
+        args = (index.prefix, "check_add", 0, record.sketch(driver.layout), *index._record_args(record),
+                *index._page_data(record))
+        await call(1, *index._route, *args)
+    stats = admin.info("commandstats")
+    return next(s["usec_per_call"] for name, s in stats.items() if name in ("cmdstat_fcall", "cmdstat_evalsha"))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000, help="records in the index (default 100,000)")
+    parser.add_argument("--lookups", type=int, default=200, help="new-record lookups per way and round")
+    parser.add_argument("--near", type=int, default=50, help="near-duplicate lookups per way and round")
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+
+    import redis
+
+    with throwaway_redis() as url:
+        driver = NewDriver("redis", url)
+        driver.admin = redis.Redis.from_url(url)
+        await driver.open()
+        await driver.fill(0, args.records)
+        index = driver.index
+        sha = await index.client.script_load(as_script(index._library))
+        ways = {
+            "FCALL (library)": lambda *a: index.client.fcall(index._function, *a),
+            "EVALSHA (script)": lambda *a: index.client.evalsha(sha, *a),
+        }
+        rng = random.Random(1)
+        times: dict[tuple[str, str], list[float]] = {}
+        for n in range(args.rounds):
+            for w, (way, call) in enumerate(ways.items()):
+                new = driver.new_queries(1_000_000_000 + 2 * n + w, args.lookups)
+                near = driver.near_queries(n, rng.sample(range(args.records), args.near))
+                times.setdefault((way, "new"), []).append(await server_us(driver, call, new))
+                times.setdefault((way, "near"), []).append(await server_us(driver, call, near))
+                times.setdefault((way, "empty"), []).append(await server_us(driver, call, args.near))
+        await driver.close()
+
+    print(f"{args.records:,} random records; {args.rounds} rounds of {args.lookups} new-record and {args.near} "
+          f"near-duplicate lookups a way, one at a time; server time per call, median of the rounds (range)")
+    for kind in ("new", "near", "empty"):
+        medians = {way: statistics.median(times[way, kind]) for way in ways}
+        for way in ways:
+            values = times[way, kind]
+            print(f"  {kind:>4} {way:<17} {medians[way]:7.1f} us  ({min(values):.1f}-{max(values):.1f})")
+        library, script = (times[way, kind] for way in ways)
+        ratios = [a / b for a, b in zip(library, script, strict=True)]
+        print(f"  {kind:>4} library / script, median of the rounds' ratios: {statistics.median(ratios):.2f}x "
+              f"(quartiles {statistics.quantiles(ratios, n=4)[0]:.2f}-{statistics.quantiles(ratios, n=4)[2]:.2f}), "
+              f"{statistics.median(b - a for a, b in zip(library, script)):.1f} us less a call")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
