@@ -76,7 +76,8 @@ class LargestGroupMonitor(_SimhashMonitor):
             largest,
             limit,
             msg=f"a group holds {largest:,} pages, more than SIMHASH_MAX_GROUP_WARN = {limit:,}: "
-            "check SIMHASH_FIELDS (an empty or failed extraction makes unrelated pages alike)",
+            "check SIMHASH_FIELDS (an empty or failed extraction makes unrelated pages alike); for a page "
+            "republished or edited many times, raise the limit",
         )
 
 

@@ -389,9 +389,12 @@ class SimhashPipeline:
             self.stats.max_value("simhash/largest_group", joined.size)
         if joined.size == self.config.max_group_warn + 1:
             logger.warning(
-                "%(canonical)s's group has more than %(limit)d pages: probably an empty or failed extraction "
-                "field (check SIMHASH_FIELDS), not real duplication",
-                {"canonical": verified.details.canonical_id, "limit": self.config.max_group_warn},
+                "%(canonical)s's group has more than %(limit)d pages; the latest joined with Jaccard %(jaccard).2f "
+                "on %(chars)s characters. Identical or near-empty texts across unrelated pages mean an empty or "
+                "failed extraction field (check SIMHASH_FIELDS); a page republished or edited many times is a "
+                "real family (raise SIMHASH_MAX_GROUP_WARN)",
+                {"canonical": verified.details.canonical_id, "limit": self.config.max_group_warn,
+                 "jaccard": verified.jaccard, "chars": f"{len(text):,}"},
                 extra={"spider": self.crawler.spider},
             )
         return Match(

@@ -112,7 +112,10 @@ async def test_a_huge_group_warns_once_and_stays_cheap(tmp_path, caplog):
                 await feed(pipeline, {"url": f"u{n}", "body_text": body})
     finally:
         await pipeline.close_spider()
-    assert caplog.text.count("probably an empty or failed extraction field") == 1
+    [warning] = [r.getMessage() for r in caplog.records if "SIMHASH_MAX_GROUP_WARN" in r.getMessage()]
+    latest = f"the latest joined with Jaccard 1.00 on {len(body):,} characters"
+    assert f"u0's group has more than 2 pages; {latest}" in warning
+    assert "check SIMHASH_FIELDS" in warning and "raise SIMHASH_MAX_GROUP_WARN" in warning
     stats = simhash_stats(pipeline)
     assert stats["simhash/largest_group"] == 6 and stats["simhash/findable_members"] == 0
 
