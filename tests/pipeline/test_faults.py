@@ -1,5 +1,5 @@
 """Redis faults under a running pipeline: crash and restart, a slow or frozen server, a flushed
-script cache, a full server. Each test has a Redis of its own (``throwaway_redis``).
+function library, a full server. Each test has a Redis of its own (``throwaway_redis``).
 
 What must hold: every item comes out (passed on, or dropped as a verified duplicate), nothing
 raises out of ``process_item``, nothing waits forever, and the stats say what happened.
