@@ -9,10 +9,10 @@
 --
 -- ARGV[1] is the key prefix P (with its cluster hash tag), ARGV[2] the entry point, its arguments
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
--- on one server the script writes and erases it with the rest (WRITE_DATA); on a Redis Cluster those
+-- on one server the function writes and erases it with the rest (WRITE_DATA); on a Redis Cluster those
 -- keys spread over the nodes, and the client writes them before the record is indexed.
 
--- Bound by the first call: loading a library may read no library but redis'.
+-- Bound at the first call: while a library loads, Redis 7.0 gives its code no library but `redis`.
 local byte, char, sub, rep, floor, pack, unpack
 
 -- The call's arguments and the keys named by its prefix, set by each call (the function at the end).
@@ -640,7 +640,7 @@ local function identity(a)
 end
 
 -- Arguments: pairs of (write id, its group's canonical's write id); one server only (the page data is
--- in the script's reach). Rows as detail_row.
+-- in the function's reach). Rows as detail_row.
 local function details(a)
     local out = {}
     for i = a, #ARGV, 2 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1]) end

@@ -43,7 +43,7 @@ from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
 __all__ = ["RedisIndex"]
 
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
-# Groups closed per expiry call: each is one script call's work, so the server never blocks long.
+# Groups closed per expiry call: each is one function call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
@@ -53,7 +53,7 @@ _NO_HASHES = np.empty(0, dtype=np.uint32)
 #: field's marker, then its part: worth it only once a field is long; 256 is about 17M records.
 #: Measured: docs/benchmarks.md "Bucket fields past 10M records".
 BUCKET_SPLIT_AT = 256
-#: Script calls carrying items' lookups and joins that may await their replies at once. The lookups
+#: Function calls carrying items' lookups and joins that may await their replies at once. The lookups
 #: and joins items make meanwhile wait, and go together in one call when one returns: a call costs the
 #: crawler 130-190 us of CPU. Measured: docs/benchmarks.md "Lookups of the items in flight".
 BATCHES_IN_FLIGHT = 2
@@ -115,8 +115,8 @@ class RedisIndex(Index):
         self.client = async_client(url)
         self._function, self._library = _library(self.layout, write_data=not self.cluster)
         self._route = [f"{key_prefix}:meta"]
-        self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the script's slot
-        self._leased = False  # a key in the index's slot: where a cluster runs the script
+        self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the index's slot
+        self._leased = False  # a key in the index's slot: where a cluster runs the function
         self._waiting: list[tuple[asyncio.Future, list]] = []  # calls for the next batch
         self._batches: set[asyncio.Task] = set()
 
@@ -136,7 +136,7 @@ class RedisIndex(Index):
         return await self.client.fcall(*call)
 
     async def _batched(self, entry: str, *args: Any) -> Any:
-        """``entry``'s reply, its call sent in a script call of its own or with those made while
+        """``entry``'s reply, its call sent in a function call of its own or with those made while
         :data:`BATCHES_IN_FLIGHT` calls are out."""
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((future, [entry, len(args), *args]))
@@ -188,7 +188,7 @@ class RedisIndex(Index):
         ]
 
     async def _write_data(self, record: Record, banded: bool = True) -> list:
-        """The record's page data as script arguments (one server), or written now (a cluster: before
+        """The record's page data as function arguments (one server), or written now (a cluster: before
         the record is indexed, so a lookup never finds a record whose data is still on its way)."""
         data = self._page_data(record)
         if not self.cluster:
@@ -249,7 +249,7 @@ class RedisIndex(Index):
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
-        candidates = [self._candidate(c) for c in reply[6:]]  # best first, as the script orders them
+        candidates = [self._candidate(c) for c in reply[6:]]  # best first, as the function orders them
         read = dict(zip((c.key for c in candidates), self._details(self._unpack_rows(rows))))
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
@@ -297,7 +297,7 @@ class RedisIndex(Index):
 
     async def _cluster_details(self, candidates: list[Candidate]) -> list[tuple[bytes, ...] | None]:
         """Page data of candidates and their canonicals, read where a cluster keeps it: spread over
-        the nodes, out of a script's reach."""
+        the nodes, out of the function's reach."""
         heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
         async with self.client.pipeline(transaction=False) as pipe:
             for c in candidates:
@@ -408,7 +408,7 @@ class RedisIndex(Index):
                 return erased
 
     async def _forget(self, write_ids: list[bytes]) -> None:
-        """Delete page data the script cannot reach (a cluster's other nodes)."""
+        """Delete page data the function cannot reach (a cluster's other nodes)."""
         if self.cluster and write_ids:
             async with self.client.pipeline(transaction=False) as pipe:
                 for write_id in write_ids:
