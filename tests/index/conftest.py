@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
 import pytest
 from redis_servers import keyspace
@@ -27,6 +28,11 @@ def location(backend, tmp_path, request):
         return request.getfixturevalue("redis_server_url"), request.getfixturevalue("redis_prefix") + ":{t}"
     scheme, _, rest = request.getfixturevalue("cluster").url.partition("://")
     return f"{scheme}+cluster://{rest}", "simhash:{t}"
+
+
+def sqlite_file(url: str) -> closing[sqlite3.Connection]:
+    """A connection to the SQLite index at ``url``, closed when the ``with`` block ends."""
+    return closing(sqlite3.connect(url[len("sqlite:///") :]))
 
 
 @pytest.fixture
@@ -54,11 +60,10 @@ def dump(backend, location):
 
     def take():
         if backend == "sqlite":
-            db = sqlite3.connect(url[len("sqlite:///") :])
-            tables = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            data = {t: sorted(map(repr, db.execute(f"SELECT * FROM {t}"))) for t in tables if t != "sqlite_sequence"}
-            db.close()
-            return data
+            with sqlite_file(url) as db:
+                tables = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                return {t: sorted(map(repr, db.execute(f"SELECT * FROM {t}"))) for t in tables
+                        if t != "sqlite_sequence"}
         # The rid sequence stays, like SQLite's sqlite_sequence: rids are never reused.
         return {key: value for key, value in keyspace(url, prefix).items() if key != f"{prefix}:n".encode()}
 
@@ -72,9 +77,8 @@ def band_entries(backend, location):
 
     def count():
         if backend == "sqlite":
-            db = sqlite3.connect(url[len("sqlite:///") :])
-            [(entries,)] = db.execute("SELECT COUNT(*) FROM bands")
-            db.close()
+            with sqlite_file(url) as db:
+                [(entries,)] = db.execute("SELECT COUNT(*) FROM bands")
             return entries
         entry = LAYOUT.rows - 2 + 5  # a band key's bytes past the two that name hash and field, a 5-byte rid
         buckets = [value for key, value in keyspace(url, prefix).items() if key.startswith(f"{prefix}:b:".encode())]
