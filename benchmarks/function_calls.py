@@ -38,20 +38,19 @@ def as_script(library: str) -> str:
     return f"{head}return ({tail.rstrip()}(KEYS, GIVEN)\n"
 
 
-async def server_us(driver: NewDriver, call, queries: list | int) -> float:
-    """Server microseconds per call of ``queries``' lookups sent by ``call``; for a number, as many calls
-    that do nothing (a confirmation of no record): the fixed cost of a call."""
+def lookup_args(driver: NewDriver, record) -> tuple:
+    """The arguments ``RedisIndex.check_and_add`` sends for ``record`` (a lookup of a new page)."""
     index = driver.index
-    admin = driver.admin
-    admin.config_resetstat()
-    if isinstance(queries, int):
-        for _ in range(queries):
-            await call(1, *index._route, index.prefix, "confirm", index.session)
-    for record, _ in [] if isinstance(queries, int) else queries:
-        args = (index.prefix, "check_add", 0, record.sketch(driver.layout), *index._record_args(record),
-                *index._page_data(record))
-        await call(1, *index._route, *args)
-    stats = admin.info("commandstats")
+    return (index.prefix, "check_add", 0, record.sketch(driver.layout), *index._record_args(record),
+            *index._page_data(record))
+
+
+async def server_us(driver: NewDriver, call, arguments: list[tuple]) -> float:
+    """Server microseconds per call, ``call`` made once with each of ``arguments`` on the index's route."""
+    driver.admin.config_resetstat()
+    for args in arguments:
+        await call(1, *driver.index._route, *args)
+    stats = driver.admin.info("commandstats")
     return next(s["usec_per_call"] for name, s in stats.items() if name in ("cmdstat_fcall", "cmdstat_evalsha"))
 
 
@@ -82,9 +81,10 @@ async def main() -> None:
             for w, (way, call) in enumerate(ways.items()):
                 new = driver.new_queries(1_000_000_000 + 2 * n + w, args.lookups)
                 near = driver.near_queries(n, rng.sample(range(args.records), args.near))
-                times.setdefault((way, "new"), []).append(await server_us(driver, call, new))
-                times.setdefault((way, "near"), []).append(await server_us(driver, call, near))
-                times.setdefault((way, "empty"), []).append(await server_us(driver, call, args.near))
+                empty = [(index.prefix, "confirm", index.session)] * args.near  # confirms no record
+                for kind, arguments in (("new", [lookup_args(driver, r) for r, _ in new]),
+                                        ("near", [lookup_args(driver, r) for r, _ in near]), ("empty", empty)):
+                    times.setdefault((way, kind), []).append(await server_us(driver, call, arguments))
         await driver.close()
 
     print(f"{args.records:,} random records; {args.rounds} rounds of {args.lookups} new-record and {args.near} "

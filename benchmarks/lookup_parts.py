@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import random
 import statistics
 
 import redis
 
+from function_calls import lookup_args, server_us  # benchmarks/function_calls.py
 from index import NewDriver  # benchmarks/index.py
 from pipeline import throwaway_redis  # benchmarks/pipeline.py
 
@@ -54,6 +56,7 @@ async def main() -> None:
     with throwaway_redis() as url:
         admin = redis.Redis.from_url(url)
         driver = NewDriver("redis", url)
+        driver.admin = admin
         await driver.open()
         await driver.fill(0, args.records)
         index = driver.index
@@ -69,13 +72,9 @@ async def main() -> None:
         for n in range(args.rounds):
             order = list(functions) if n % 2 == 0 else list(reversed(functions))
             for w, part in enumerate(order):
-                admin.config_resetstat()
-                for record, _ in driver.new_queries(base + len(functions) * n + w, args.lookups):
-                    await index.client.fcall(
-                        functions[part], 1, *index._route, index.prefix, "check_add", 0, record.sketch(driver.layout),
-                        *index._record_args(record), *index._page_data(record),
-                    )
-                times[part].append(float(admin.info("commandstats")["cmdstat_fcall"]["usec_per_call"]))
+                queries = driver.new_queries(base + len(functions) * n + w, args.lookups)
+                call = functools.partial(index.client.fcall, functions[part])
+                times[part].append(await server_us(driver, call, [lookup_args(driver, r) for r, _ in queries]))
         for name in functions.values():
             if name != index._function:
                 admin.function_delete(name)
