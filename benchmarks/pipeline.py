@@ -398,7 +398,8 @@ def main() -> None:
     # Which side bounds the rate: both share the machine's cores with each other and everything else.
     print(f"  CPU/item: {1e6 * client_cpu / count:.0f} us in this process (timed part), "
           f"{1e6 * server_used / count:.0f} us in redis-server (the whole run); wall {1e6 / rate:.0f} us")
-    print(f"  FCALL/item: {(commands['fcall'] + commands['evalsha']) / count:.2f}; server-side commands/item, scripts' included: "
+    calls = commands["fcall"] + commands["evalsha"]  # the index's calls: a function, or an older version's script
+    print(f"  FCALL/item: {calls / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
         print(f"  index calls/{outcome} item (MONITOR, one at a time, {seen} of the first {args.sample} items): "
