@@ -249,16 +249,23 @@ def _listed(layout: Layout, *members: np.ndarray) -> list[int]:
     return entries
 
 
+async def _family(index, family: list[np.ndarray]):
+    """``family[0]`` added as m0, each later text joined as m1, m2... through the candidate its lookup
+    finds first, as a findable member; the first lookup."""
+    first = await index.check_and_add(record("m0", family[0]))
+    for i, values in enumerate(family[1:], 1):
+        lookup = await index.check_and_add(record(f"m{i}", values))
+        assert (await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)).banded
+    return first
+
+
 async def test_a_group_lists_a_band_key_under_few_of_its_records(make_index, band_entries):
     """A member is findable through the band keys fewer than LISTED_PER_KEY of its group's records
     are under: however many near copies a family has, a lookup reads few of them per band."""
     index = await make_index()
     a = hashes(80)
     family = [a, a.copy(), a.copy(), near(a, 0.85, seed=81)]
-    first = await index.check_and_add(record("m0", a))
-    for i, values in enumerate(family[1:], 1):
-        lookup = await index.check_and_add(record(f"m{i}", values))
-        assert (await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)).banded
+    first = await _family(index, family)
     listed = _listed(index.layout, *family)
     assert listed.count(2) == 1 and 3 in listed  # an identical copy adds one key, a near copy its own keys
     assert band_entries() == len(listed)
@@ -286,10 +293,7 @@ async def test_erasing_a_record_hands_its_band_keys_to_members_with_those_keys(m
     index = await make_index()
     a = hashes(84)
     family = [a, a.copy(), a.copy(), near(a, 0.85, seed=85)]
-    await index.check_and_add(record("m0", a))
-    for i, values in enumerate(family[1:], 1):
-        lookup = await index.check_and_add(record(f"m{i}", values))
-        await index.join(record(f"m{i}", values), lookup.candidates[0], banded=True)
+    await _family(index, family)
     [erased] = await index.erase("m0")
     assert erased.promoted == "m1"
     assert band_entries() == len(_listed(index.layout, *family[1:]))
