@@ -8,6 +8,7 @@ so its cost does not grow with the index (docs/how-it-works.md has the figures).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -31,6 +32,22 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
     x *= _FMIX2
     x ^= x >> _SHIFT
     return x
+
+
+#: Donor attempts an empty bin makes at once. A 1 kB text fills ~60 % of the default layout's bins;
+#: one round found a donor for every empty bin of 99.75 % of the shared corpus cut in 1 kB pieces.
+_DONOR_ROUND = 16
+
+
+@functools.lru_cache(maxsize=64)
+def _donor_attempts(size: int, first: int) -> np.ndarray:
+    """``tries[a, e]``: the bin empty bin ``e`` of a ``size``-byte sketch borrows from at attempt
+    ``first + a``, if that bin is filled. Kept: a short text has a third of its bins empty, and
+    hashing their attempts one at a time cost more than the rest of its fingerprinting."""
+    attempts = np.arange(first + 1, first + _DONOR_ROUND + 1, dtype=_U64)[:, None]
+    tries = (_fmix64(np.arange(size, dtype=_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
+    tries.flags.writeable = False
+    return tries
 
 
 @dataclass(frozen=True)
@@ -86,13 +103,12 @@ class Layout:
         empty = np.flatnonzero(~filled)
         attempt = 0
         while len(empty):
-            donors = (_fmix64(empty.astype(_U64) * _U64(0x9E3779B97F4A7C15) + _U64(attempt + 1)) % _U64(k)).astype(
-                np.intp
-            )
+            tries = _donor_attempts(k, attempt)[:, empty]
+            donors = tries[filled[tries].argmax(axis=0), np.arange(len(empty))]  # first filled try, else the first
             found = filled[donors]
             values[empty[found]] = values[donors[found]]
             empty = empty[~found]
-            attempt += 1
+            attempt += _DONOR_ROUND
         return values.tobytes()
 
     def band_keys(self, sketch: bytes) -> list[bytes]:
