@@ -6,7 +6,8 @@ then the distance a one-word edit causes on corpus paragraphs, against Charikar'
 Every figure is measured in this run on the same machine, so the printed ratios are what to compare
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
 Short texts (listings, titles) are timed apart: the corpus cut into pieces of about 1 KB and 10 KB
-at spaces, each size against the floor on the same pieces, timed alternately in rounds of 100 texts.
+at spaces, each size against the floor on the same pieces, timed alternately in rounds of 100 texts;
+at 1 KB also with the verification hashes and with the default layout's sketch, as the pipeline has it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming
+from scrapy_simhash.settings import DEFAULTS
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
@@ -187,6 +190,14 @@ def main() -> None:
     # A curly quote in front takes every piece off the ASCII-only path (most corpus pages are ASCII).
     against_floor("~1,000 characters, one non-ASCII", fingerprint, ["\u2019" + t for t in short], rounds)
     against_floor("~1,000 characters, signature()", Fingerprinter().signature, short, rounds)
+    layout = layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"])
+    signature = Fingerprinter().signature
+
+    def signature_and_sketch(text: str) -> None:
+        """What the pipeline computes of an item's text: its signature and the default layout's sketch."""
+        layout.sketch(signature(text).hashes)
+
+    against_floor("~1,000 characters, and the sketch", signature_and_sketch, short, rounds)
 
     bodies = {doc["body_text"] for doc in docs}
     paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}
