@@ -39,13 +39,18 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
 _DONOR_ROUND = 16
 
 
-@functools.lru_cache(maxsize=64)
-def _donor_attempts(size: int, first: int) -> np.ndarray:
-    """``tries[a, e]``: the bin empty bin ``e`` of a ``size``-byte sketch borrows from at attempt
-    ``first + a``, if that bin is filled. Kept: a short text has a third of its bins empty, and
-    hashing their attempts one at a time cost more than the rest of its fingerprinting."""
+def _donor_tries(size: int, first: int, bins: np.ndarray) -> np.ndarray:
+    """``tries[a, i]``: the bin that empty bin ``bins[i]`` of a ``size``-byte sketch borrows from at
+    attempt ``first + a``, if that bin is filled."""
     attempts = np.arange(first + 1, first + _DONOR_ROUND + 1, dtype=_U64)[:, None]
-    tries = (_fmix64(np.arange(size, dtype=_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
+    return (_fmix64(bins.astype(_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
+
+
+@functools.lru_cache(maxsize=16)
+def _first_tries(size: int) -> np.ndarray:
+    """The first round's tries of every bin, kept: a short text has a third of its bins empty, and
+    hashing their attempts anew cost more than the rest of its fingerprinting."""
+    tries = _donor_tries(size, 0, np.arange(size))
     tries.flags.writeable = False
     return tries
 
@@ -103,7 +108,7 @@ class Layout:
         empty = np.flatnonzero(~filled)
         attempt = 0
         while len(empty):
-            tries = _donor_attempts(k, attempt)[:, empty]
+            tries = _first_tries(k)[:, empty] if attempt == 0 else _donor_tries(k, attempt, empty)
             donors = tries[filled[tries].argmax(axis=0), np.arange(len(empty))]  # first filled try, else the first
             found = filled[donors]
             values[empty[found]] = values[donors[found]]
