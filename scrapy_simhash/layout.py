@@ -8,10 +8,9 @@ so its cost does not grow with the index (docs/how-it-works.md has the figures).
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from math import ceil, comb
 from typing import Any
 
@@ -46,9 +45,9 @@ def _donor_tries(size: int, first: int, bins: np.ndarray) -> np.ndarray:
     return (_fmix64(bins.astype(_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
 
 
-@functools.lru_cache(maxsize=16)
+@lru_cache(maxsize=16)
 def _first_tries(size: int) -> np.ndarray:
-    """The first round's tries of every bin, kept: a short text has a third of its bins empty, and
+    """The first round's tries of every bin, kept: a short text has about 40 % of its bins empty, and
     hashing their attempts anew cost more than the rest of its fingerprinting."""
     tries = _donor_tries(size, 0, np.arange(size))
     tries.flags.writeable = False
