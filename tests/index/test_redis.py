@@ -60,7 +60,7 @@ class CallLog:
         return logged
 
 
-async def test_a_copy_is_judged_in_two_script_calls_on_one_server(redis_server_url, redis_prefix):
+async def test_a_copy_is_judged_in_two_function_calls_on_one_server(redis_server_url, redis_prefix):
     """The lookup brings its best candidates' data along: no call of its own to read them."""
     index = await opened(redis_server_url, redis_prefix + ":{j}")
     try:
@@ -95,22 +95,22 @@ async def test_a_server_without_redis_functions_is_refused_with_what_it_needs(re
     await index.close()
 
 
-def script_calls(admin) -> int:
+def function_calls(admin) -> int:
     return admin.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
 
 
 async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(throwaway_redis, monkeypatch):
-    """Sixteen items in flight: the first lookup goes alone, the fifteen made meanwhile in one script
+    """Sixteen items in flight: the first lookup goes alone, the fifteen made meanwhile in one function
     call, where each pair's second page finds its first, added by the call just before it."""
     monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
     index = await opened(throwaway_redis.url)
     admin = throwaway_redis.client()
-    before = script_calls(admin)
+    before = function_calls(admin)
     bases = [hashes(100 + i) for i in range(8)]
     records = [record(f"{kind}{i}", values if kind == "a" else near(values, 0.9, seed=i))
                for i, values in enumerate(bases) for kind in ("a", "b")]
     lookups = await asyncio.gather(*(index.check_and_add(r) for r in records))
-    assert script_calls(admin) - before == 2
+    assert function_calls(admin) - before == 2
     for first, second in zip(lookups[::2], lookups[1::2]):
         assert first.added and not first.candidates
         assert not second.added and [c.rid for c in second.candidates] == [first.added]
