@@ -1,7 +1,7 @@
 """Server time of the index's calls as a Redis Functions library against the same code as a script.
 
     cd benchmarks
-    python function_calls.py [--records 100000] [--lookups 400] [--near 100] [--rounds 8]
+    python function_calls.py [--records 100000] [--lookups 200] [--near 50] [--rounds 20]
 
 ``FCALL`` runs a library's function, whose code ran once, when the library was loaded; ``EVALSHA``
 runs a script's whole chunk on every call: for ``redis.lua`` that is about 60 local functions and
@@ -25,7 +25,7 @@ import asyncio
 import random
 import statistics
 
-from index import NewDriver  # benchmarks/index.py
+from index import SCRIPT_CALLS, NewDriver  # benchmarks/index.py
 from pipeline import throwaway_redis  # benchmarks/pipeline.py
 
 
@@ -51,7 +51,7 @@ async def server_us(driver: NewDriver, call, arguments: list[tuple]) -> float:
     for args in arguments:
         await call(1, *driver.index._route, *args)
     stats = driver.admin.info("commandstats")
-    return next(s["usec_per_call"] for name, s in stats.items() if name in ("cmdstat_fcall", "cmdstat_evalsha"))
+    return next(s["usec_per_call"] for name, s in stats.items() if name in SCRIPT_CALLS)
 
 
 async def main() -> None:
