@@ -1,18 +1,23 @@
-"""What a lookup pays for its band buckets as the index grows: one field per bucket group (key schema
-4) against fields split past ``BUCKET_SPLIT_AT`` entries (schema 5), same server, same run.
+"""What a lookup pays for its band buckets as the index grows, in several bucket layouts on one server
+in one run: by default one field per bucket group (key schema 4) against fields split past
+``BUCKET_SPLIT_AT`` entries (schema 5, today's).
 
-    python benchmarks/bucket_fields.py [--sizes 100000,1000000,10000000,30000000,100000000] [--split-at 256]
+    python benchmarks/bucket_fields.py [--sizes 100000,1000000,10000000,30000000,100000000] [LAYOUT ...]
+
+A LAYOUT is READ:SPLIT_AT, the first one the baseline: fields split past SPLIT_AT entries (0: never),
+a split field's levels read one ``HGET`` at a time (``each``, as ``redis.lua`` does) or all in one
+``HMGET`` (``one``). Default: ``each:0 each:256``.
 
 Filling an index to 10M records through the script takes most of an hour on 2 cores, per version;
 this measures the part that grows with it alone. For each simulated index size it writes the band
-hashes a lookup touches (22 bands x 256 hashes x 256 fields, with the entries per field an index of
-that size has: size / 65,536 on average) in both layouts, then times (``INFO commandstats``) a
-script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
-bucket list (following split markers, one level at a time), search it for the key, and append the
-page's entry. The split layout is made as ``redis.lua`` ``split`` leaves it: a field past the bound
-holds a one-byte marker and its entries sit in 16 fields named by the next four bits of the key.
-Printed: server time per lookup in each layout, the ratio, and the bytes per record of the bucket
-hashes (``MEMORY USAGE``) in each.
+hashes a lookup touches (22 bands x 8 of their 256 hashes x 256 fields, with the entries per field an
+index of that size has: size / 65,536 on average) in each layout, then times (``INFO commandstats``)
+a script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
+bucket list (following split markers), search it for the key, and append the page's entry. A split
+layout is made as ``redis.lua`` ``split`` leaves it: a field past the bound holds a one-byte marker
+and its entries sit in 16 fields named by the next four bits of the key. Printed: server time per
+lookup in each layout and the bytes per record of the bucket hashes (``MEMORY USAGE``), each as a
+ratio to the first layout's.
 """
 
 from __future__ import annotations
@@ -36,23 +41,37 @@ SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
 HASHES = 8  # hashes written per band (of 256): lookups pick among them, the rest would be alike
 
 # One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
-# 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes.
+# 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes. ``%(read)s``: how
+# the levels of a split field are read, one ``HGET`` a level (``each``) or all in one ``HMGET``.
 LOOKUP = """
-local SPLIT, ENTRY = '\\0', %d
+local SPLIT, ENTRY, LEVELS = '\\0', %(entry)d, %(levels)d
+local function nibble(rest, level)
+    local v = string.byte(rest, 1)
+    return string.char(level == 1 and math.floor(v / 16) or v %% 16)
+end
 for b = 1, #KEYS do
     local key, name, rest = KEYS[b], ARGV[2 * b - 1], ARGV[2 * b]
-    local value, level = redis.call('HGET', key, name) or '', 1
-    while value == SPLIT and level < %d do
-        local v = string.byte(rest, 1)
-        name = name .. string.char(level == 1 and math.floor(v / 16) or v %% 16)
-        value, level = redis.call('HGET', key, name) or '', level + 1
+    local value, level
+    if '%(read)s' == 'each' then
+        value, level = redis.call('HGET', key, name) or '', 1
+        while value == SPLIT and level < LEVELS do
+            name = name .. nibble(rest, level)
+            value, level = redis.call('HGET', key, name) or '', level + 1
+        end
+    else
+        local names = {name}
+        for l = 1, LEVELS - 1 do names[l + 1] = names[l] .. nibble(rest, l) end
+        local values = redis.call('HMGET', key, unpack(names))
+        level = 1
+        while values[level] == SPLIT and level < LEVELS do level = level + 1 end
+        name, value = names[level], values[level] or ''
     end
     local at = string.find(value, rest, 1, true)
     while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
     redis.call('HSET', key, name, value .. rest .. 'rid05')
 end
 return 1
-""" % (ENTRY, LEVELS)
+"""
 
 
 def entries(rng: np.random.Generator, count: int) -> np.ndarray:
@@ -102,33 +121,42 @@ def server_time(client: redis.Redis, sha: str, calls: int, seed: int) -> float:
     return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
 
+def layout(text: str) -> tuple[str, int]:
+    read, _, split_at = text.partition(":")
+    if read not in ("each", "one"):
+        raise argparse.ArgumentTypeError(f"{text!r}: READ:SPLIT_AT, READ 'each' or 'one'")
+    return read, int(split_at)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
     parser.add_argument("--calls", type=int, default=2000, help="lookups timed per layout and size")
-    parser.add_argument("--rounds", type=int, default=3, help="alternations of the two layouts per size")
-    parser.add_argument("--split-at", type=int, default=BUCKET_SPLIT_AT, help="entries a field holds before it splits")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of the layouts per size")
+    parser.add_argument("layouts", nargs="*", type=layout, default=[("each", 0), ("each", BUCKET_SPLIT_AT)],
+                        help="READ:SPLIT_AT, the first the baseline; READ: 'each' reads a split field's levels"
+                        " one HGET at a time, 'one' all in one HMGET; SPLIT_AT 0: never split")
     args = parser.parse_args()
-    print(f"Band bucket lookups (22 bands), schema 4 (one field) against schema 5 (split past {args.split_at});")
-    print(f"{args.rounds} rounds alternating, {args.calls} lookups each; bucket bytes are per record of the size.")
+    print("Band bucket lookups (22 bands): server time per lookup and bucket bytes per record, against the first")
+    print(f"layout; {args.rounds} rounds alternating, {args.calls} lookups each.")
     with throwaway_redis() as url:
-        clients = {}
-        for split in (False, True):
-            # Each layout on a database of its own, so both stay filled while they alternate.
-            clients[split] = redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + split}")
+        # Each layout on a database of its own, so all stay filled while they alternate.
+        clients = [redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + i}") for i in range(len(args.layouts))]
         for size in args.sizes:
-            used = {split: fill(clients[split], size, args.split_at if split else 0, seed=size) for split in clients}
-            shas = {split: clients[split].script_load(LOOKUP) for split in clients}
-            times: dict[bool, list[float]] = {False: [], True: []}
+            print(f"  {size:,} records ({size / 65536:.1f} entries a field):")
+            used = [fill(c, size, split_at, seed=size) for c, (_, split_at) in zip(clients, args.layouts)]
+            shas = [c.script_load(LOOKUP % {"entry": ENTRY, "levels": LEVELS, "read": read})
+                    for c, (read, _) in zip(clients, args.layouts)]
+            times: list[list[float]] = [[] for _ in clients]
             for r in range(args.rounds):
-                for split in clients:
-                    times[split].append(server_time(clients[split], shas[split], args.calls, seed=r))
-            one, split_ = (float(np.median(times[s])) for s in (False, True))
-            per_record = {s: used[s] * (256 / HASHES) / size for s in used}
-            print(f"  {size:>11,} records: one field {one:6.1f} us, split {split_:6.1f} us, ratio {split_ / one:5.2f}x"
-                  f"   bucket bytes/record {per_record[False]:6.1f} -> {per_record[True]:6.1f}"
-                  f" ({per_record[True] / per_record[False]:4.2f}x)")
-        for client in clients.values():
+                for i, client in enumerate(clients):
+                    times[i].append(server_time(client, shas[i], args.calls, seed=r))
+            medians = [float(np.median(t)) for t in times]
+            per_record = [u * (256 / HASHES) / size for u in used]
+            for (read, split_at), t, b in zip(args.layouts, medians, per_record):
+                print(f"    {read:>4}:{split_at:<4} {t:6.1f} us ({t / medians[0]:4.2f}x)"
+                      f"   bucket bytes/record {b:6.1f} ({b / per_record[0]:4.2f}x)")
+        for client in clients:
             client.close()
 
 
