@@ -16,7 +16,7 @@
 local byte, char, sub, rep, floor, pack, unpack
 
 -- The call's arguments and the keys named by its prefix, set by each call (the function at the end).
-local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA
+local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES
 local SLOT = 42 + K        -- flags 1, group 5, fingerprint 8, write id 8, session 4, id handle 8, url handle 8, sketch K
 local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flags 1
 local PER_BLOCK = 256
@@ -154,8 +154,7 @@ local SPLIT, LEVELS = '\0', 3   -- one byte: never a list of entries
 
 local function bucket(sketch, b)
     local at = (b - 1) * ROWS + 1
-    local band = sub(sketch, at, at + ROWS - 1)
-    return P .. ':b:' .. char(b - 1) .. sub(band, 1, 1), sub(band, 2, 2), sub(band, 3)
+    return BAND_HASHES[b] .. sub(sketch, at, at), sub(sketch, at + 1, at + 1), sub(sketch, at + 2, at + ROWS - 1)
 end
 
 -- Four bits of the key's remaining bytes ``rest``: the high ones of its first byte, then the low ones.
@@ -176,10 +175,13 @@ local function bucket_field(key, field, rest)
     end
 end
 
--- The rids ``list`` holds under a band key's remaining bytes ``rest``, in order.
+-- The rids ``list`` holds under a band key's remaining bytes ``rest``, in order (``NONE``, shared,
+-- for none: most lists a lookup reads hold nothing under its keys).
+local NONE = {}
 local function listed(list, rest)
-    local out = {}
     local at = string.find(list, rest, 1, true)
+    if not at then return NONE end
+    local out = {}
     while at do
         if (at - 1) % ENTRY == 0 then
             out[#out + 1] = n5(list, at + REST)
@@ -226,7 +228,7 @@ end
 -- records of its group are under (base.py says why), and under its last key when it would go under
 -- none: a copy of its text must find it, or identical texts could be kept twice.
 local function enband(r, bands)
-    local under = false
+    local under, rid = false, r5(r.rid)
     for b = 1, BANDS do
         if not bands or bands[b] then
             local key, field, rest = bucket(r.sketch, b)
@@ -234,7 +236,7 @@ local function enband(r, bands)
             local last = not bands and b == BANDS and not under
             if last or not key_full(list, rest, r.gid, r.rid) then
                 under = true
-                list = list .. rest .. r5(r.rid)
+                list = list .. rest .. rid
                 if level < LEVELS and #list > SPLIT_AT * ENTRY then
                     split(key, name, level, list)
                 else
@@ -677,10 +679,11 @@ redis.register_function(NAME, function(_, args)
     local names = NAMES[P]
     if not names then
         -- page data keys carry no hash tag: on a cluster they spread
-        names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:'}
+        names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {}}
+        for b = 1, BANDS do names[6][b] = P .. ':b:' .. char(b - 1) end
         NAMES[P] = names
     end
-    SEQ, COUNT, EXPIRY, CLOSING, DATA = names[1], names[2], names[3], names[4], names[5]
+    SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES = names[1], names[2], names[3], names[4], names[5], names[6]
     FIELDS = {}
     return ENTRY_POINTS[args[2]](3)
 end)
