@@ -273,13 +273,6 @@ local function remove_handles(r)
     if r.urlh ~= r.idh then hlist_remove('i', r.urlh, r.rid) end
 end
 
--- Sketch bytes a stored record slot ``s`` shares with the lookup's sketch, compared in place: most
--- records a lookup reads are only compared, never parsed.
-local QUERY
-local function equal(s)
-    return same_bytes(s, SLOT - K + 1, QUERY)
-end
-
 local function set_expiry(g, now)
     if g.ttl > 0 then redis.call('ZADD', EXPIRY, now + g.ttl, g.gid) end
 end
@@ -313,8 +306,12 @@ end
 local function write_data(wid, a, banded)
     if not WRITE_DATA then return end
     local key = DATA .. wid
-    redis.call('HSET', key, 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4], 'c', ARGV[a + 5])
-    if banded then redis.call('HSET', key, 's', ARGV[a]) end
+    if banded then
+        redis.call('HSET', key, 's', ARGV[a], 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4],
+                   'c', ARGV[a + 5])
+    else
+        redis.call('HSET', key, 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4], 'c', ARGV[a + 5])
+    end
 end
 
 -- One string per candidate, so a reply of many candidates parses in few steps: rid, group,
@@ -468,15 +465,19 @@ local function check_add(a)
     local mine, held = own_write(idh, wid, session)
     if mine then return {seq, mine.rid, 0, 0, {}, {}} end
     if held then return {seq, BUSY, 0, 0, {}, {}} end
-    QUERY = {byte(sketch, 1, K)}
-    local seen, best, out = {}, {}, {seq, 0, 0, 0, {}, {}}
+    -- A record's slot is compared with the sketch's bytes in place: most records a lookup reads are
+    -- only compared, never parsed. Those bytes are made at the first record, as most pages meet none.
+    local seen, best, query = {}, {}, nil
     for b = 1, BANDS do
         for _, rid in ipairs(band_rids(sketch, b)) do
             if rid > since and not seen[rid] then
                 seen[rid] = true
                 local s = read_slot('m', SLOT, rid)
-                local same = s and equal(s) or 0
-                if same >= MIN_EQUAL then keep_best(best, rid, s, same) end
+                if s then
+                    query = query or {byte(sketch, 1, K)}
+                    local same = same_bytes(s, SLOT - K + 1, query)
+                    if same >= MIN_EQUAL then keep_best(best, rid, s, same) end
+                end
             end
         end
     end
@@ -500,11 +501,11 @@ local function check_add(a)
     end
     table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.rid < y.rid) end)
     local read = {}
+    local out = {seq, 0, 0, 0, {}, read}
     for i, c in ipairs(found) do
         out[#out + 1] = candidate_reply(c.r, c.g, c.same, c.head)
         if WRITE_DATA and i <= FIRST_READ then read[i] = detail_row(c.r.wid, c.head and c.head.wid or '') end
     end
-    out[6] = read
     return out
 end
 
