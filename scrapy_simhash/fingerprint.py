@@ -201,8 +201,8 @@ def _text(points: np.ndarray) -> str:
     return points.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
 
 
-def _fmix64(x: np.ndarray) -> np.ndarray:
-    """murmur3's finaliser, in place on ``x`` (an array the caller owns), which it returns."""
+def fmix64(x: np.ndarray) -> np.ndarray:
+    """murmur3's finaliser, in place on ``x`` (a uint64 array the caller owns), which it returns."""
     shifted = x >> _SHIFT33
     x ^= shifted
     x *= _FMIX1
@@ -232,7 +232,7 @@ def _token_hashes(points: np.ndarray, starts: np.ndarray, word: np.ndarray, zero
         terms *= word
     hashes = np.add.reduceat(terms, starts)
     hashes *= inverses.take(starts)
-    return _fmix64(hashes)
+    return fmix64(hashes)
 
 
 def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
@@ -242,7 +242,7 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     n = len(token_hashes)
     if n == 0:
         return token_hashes
-    return _fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
+    return fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -278,7 +278,7 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
     mixed = _token_hashes(points, starts, word, zeroed)
     mixed ^= place * _FOLD
-    hashes[lines] = _fmix64(np.add.reduceat(_fmix64(mixed), first))
+    hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
     return hashes, counts
 
 

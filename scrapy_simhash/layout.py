@@ -16,21 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from scrapy_simhash.fingerprint import fmix64
+
 __all__ = ["Layout"]
 
 _U64 = np.uint64
 # One-byte values agree by chance with probability 1/256, so an estimate corrects for it.
 _CHANCE = 1 / 256
-_FMIX1, _FMIX2, _SHIFT = _U64(0xFF51AFD7ED558CCD), _U64(0xC4CEB9FE1A85EC53), _U64(33)
-
-
-def _fmix64(x: np.ndarray) -> np.ndarray:
-    x ^= x >> _SHIFT
-    x *= _FMIX1
-    x ^= x >> _SHIFT
-    x *= _FMIX2
-    x ^= x >> _SHIFT
-    return x
 
 
 #: Donor attempts an empty bin makes at once. A 1 kB text fills ~60 % of the default layout's bins;
@@ -42,7 +34,7 @@ def _donor_tries(size: int, first: int, bins: np.ndarray) -> np.ndarray:
     """``tries[a, i]``: the bin that empty bin ``bins[i]`` of a ``size``-byte sketch borrows from at
     attempt ``first + a``, if that bin is filled."""
     attempts = np.arange(first + 1, first + _DONOR_ROUND + 1, dtype=_U64)[:, None]
-    return (_fmix64(bins.astype(_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
+    return (fmix64(bins.astype(_U64) * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
 
 
 @lru_cache(maxsize=16)
