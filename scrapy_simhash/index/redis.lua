@@ -16,7 +16,7 @@
 local byte, char, sub, rep, floor, pack, unpack
 
 -- The call's arguments and the keys named by its prefix, set by each call (the function at the end).
-local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES
+local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES, NAMED
 local SLOT = 42 + K        -- flags 1, group 5, fingerprint 8, write id 8, session 4, id handle 8, url handle 8, sketch K
 local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flags 1
 local PER_BLOCK = 256
@@ -165,14 +165,30 @@ local function nibble(rest, level)
 end
 
 -- The field of hash ``key`` that lists the entries of band key (field, rest), its level and its
--- value. Levels are read one at a time: most fields are not split.
+-- value. A read starts at the level where this prefix's last read found its list: in an index whose
+-- fields have split, that is one read a band instead of one a level. The level is a hint the
+-- library keeps, not the index: a field not split that deep is found by reading up from there (a
+-- level's name is the one above it and one more byte), a marker by reading down.
 local function bucket_field(key, field, rest)
-    local name = field
-    for level = 1, LEVELS do
-        local value = hget(key, name)
-        if value ~= SPLIT or level == LEVELS then return name, level, value end
-        name = name .. nibble(rest, level)
+    local name, level = field, 1
+    while level < NAMED.depth do
+        name, level = name .. nibble(rest, level), level + 1
     end
+    local value = hget(key, name)
+    if value == '' then
+        for up = level - 1, 1, -1 do
+            local above = hget(key, sub(name, 1, up))
+            if above == SPLIT then break end  -- split down to here: this key's list is empty
+            name, level, value = sub(name, 1, up), up, above
+            if above ~= '' then break end
+        end
+    end
+    while value == SPLIT and level < LEVELS do
+        name, level = name .. nibble(rest, level), level + 1
+        value = hget(key, name)
+    end
+    NAMED.depth = level
+    return name, level, value
 end
 
 -- The rids ``list`` holds under a band key's remaining bytes ``rest``, in order (``NONE``, shared,
@@ -680,11 +696,13 @@ redis.register_function(NAME, function(_, args)
     local names = NAMES[P]
     if not names then
         -- page data keys carry no hash tag: on a cluster they spread
-        names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {}}
+        names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {},
+                 depth = 1}
         for b = 1, BANDS do names[6][b] = P .. ':b:' .. char(b - 1) end
         NAMES[P] = names
     end
     SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES = names[1], names[2], names[3], names[4], names[5], names[6]
+    NAMED = names
     FIELDS = {}
     return ENTRY_POINTS[args[2]](3)
 end)

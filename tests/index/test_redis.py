@@ -198,6 +198,30 @@ async def test_a_lookup_reads_short_bucket_lists_however_many_keys_share_a_field
     await index.close()
 
 
+async def test_a_lookup_finds_a_list_in_a_field_not_split_after_one_that_is(throwaway_redis):
+    """Once a lookup has met a split field, its next band's read starts a level down (a hint the
+    library keeps); a field that has not split must still be found, by reading up from there."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0)
+    index = await opened(throwaway_redis.url, layout=layout)
+    rng = np.random.default_rng(7)
+
+    def sketched(record_id: str, band0: bytes, band1: bytes):
+        return with_sketch(record_id, layout, band0 + band1 + rng.integers(0, 256, 12, dtype=np.uint8).tobytes())
+
+    def random_band(first: bytes = b"") -> bytes:
+        return first + rng.integers(0, 256, layout.rows - len(first), dtype=np.uint8).tobytes()
+
+    for i in range(BUCKET_SPLIT_AT + 20):  # band 0's field \x00\x00 splits
+        assert (await index.check_and_add(sketched(f"r{i}", random_band(b"\x00\x00"), random_band()))).added
+    target_band1 = random_band(b"\x01\x01")
+    target = (await index.check_and_add(sketched("target", random_band(b"\x02\x02"), target_band1))).added
+    assert target
+    # Band 0 of the query reads the split field, band 1 the target's field, which has not split.
+    found = await index.check_and_add(sketched("query", random_band(b"\x00\x00"), target_band1))
+    assert target in [c.rid for c in found.candidates]
+    await index.close()
+
+
 def test_a_cluster_index_needs_a_hash_tag(cluster):
     with pytest.raises(ValueError, match="hash tag"):
         open_index(cluster_url(cluster), layout=LAYOUT, key_prefix="simhash:no-tag")
