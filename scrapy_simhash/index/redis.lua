@@ -143,25 +143,25 @@ end
 
 -- Band buckets, gathered so that an index of any size keeps few, small hash entries: a band key's
 -- first byte (with the band's number) names the hash, its second byte the field, and the field's
--- value lists entries of (the key's remaining bytes, rid). A field past SPLIT_AT entries is split 16
--- ways by the next four bits of the key into fields named by the bits so far, and keeps the marker
--- SPLIT; a split field splits again, down to LEVELS levels. A lookup follows the markers down to
--- its key's list, so it copies and searches a short list, and an insert rewrites one, however large
--- the index. Measured: docs/benchmarks.md "Index at scale", "Bucket fields past 10M records".
+-- value lists entries of (the key's remaining bytes, rid). A field past SPLIT_AT entries is split 4
+-- ways by the next two bits of the key into fields named by the bits so far, and keeps the marker
+-- SPLIT; a split field splits again, down to LEVELS levels (the key's third byte, two bits a level).
+-- A lookup copies and searches a short list, and an insert rewrites one, however large the index;
+-- four ways, not more, because every field costs the hash an entry. Measured: docs/benchmarks.md
+-- "Index at scale", "Bucket fields past 10M records".
 local REST = ROWS - 2
 local ENTRY = REST + 5
-local SPLIT, LEVELS = '\0', 3   -- one byte: never a list of entries
+local SPLIT, LEVELS = '\0', 5   -- one byte: never a list of entries
 
 local function bucket(sketch, b)
     local at = (b - 1) * ROWS + 1
     return BAND_HASHES[b] .. sub(sketch, at, at), sub(sketch, at + 1, at + 1), sub(sketch, at + 2, at + ROWS - 1)
 end
 
--- Four bits of the key's remaining bytes ``rest``: the high ones of its first byte, then the low ones.
-local function nibble(rest, level)
-    local v = byte(rest, 1)
-    if level == 1 then return char(floor(v / 16)) end
-    return char(v % 16)
+-- The two bits of the key's remaining bytes ``rest`` that a split at ``level`` parts a list by: its
+-- first byte's, the high ones first.
+local function split_bits(rest, level)
+    return char(floor(byte(rest, 1) / 4 ^ (4 - level)) % 4)
 end
 
 -- The field of hash ``key`` that lists the entries of band key (field, rest), its level and its
@@ -172,7 +172,7 @@ end
 local function bucket_field(key, field, rest)
     local name, level = field, 1
     while level < NAMED.depth do
-        name, level = name .. nibble(rest, level), level + 1
+        name, level = name .. split_bits(rest, level), level + 1
     end
     local value = hget(key, name)
     if value == '' then
@@ -184,7 +184,7 @@ local function bucket_field(key, field, rest)
         end
     end
     while value == SPLIT and level < LEVELS do
-        name, level = name .. nibble(rest, level), level + 1
+        name, level = name .. split_bits(rest, level), level + 1
         value = hget(key, name)
     end
     NAMED.depth = level
@@ -219,7 +219,7 @@ end
 local function split(key, name, level, list)
     local parts = {}
     for at = 1, #list, ENTRY do
-        local deeper = name .. nibble(sub(list, at, at + REST - 1), level)
+        local deeper = name .. split_bits(sub(list, at, at + REST - 1), level)
         parts[deeper] = (parts[deeper] or '') .. sub(list, at, at + ENTRY - 1)
     end
     for deeper, part in pairs(parts) do hset(key, deeper, part) end

@@ -49,10 +49,10 @@ _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
-#: Entries a band bucket field lists before it splits (redis.lua ``split``). A lookup reads a split
-#: field's marker, then its part: worth it only once a field is long; 256 is about 17M records.
-#: Measured: docs/benchmarks.md "Bucket fields past 10M records".
-BUCKET_SPLIT_AT = 256
+#: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
+#: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
+#: it copies and rewrites stays short. Measured: docs/benchmarks.md "Bucket fields past 10M records".
+BUCKET_SPLIT_AT = 64
 #: Function calls carrying items' lookups and joins that may await their replies at once. The lookups
 #: and joins items make meanwhile wait, and go together in one call when one returns: a call costs the
 #: crawler 130-190 us of CPU. Measured: docs/benchmarks.md "Lookups of the items in flight".

@@ -168,9 +168,10 @@ async def test_a_candidate_shares_a_whole_band_key_not_a_part_of_one(make_index)
 
 
 async def test_every_record_of_a_crowded_bucket_is_found_and_an_erased_one_is_not(make_index):
-    """More band keys sharing their first bytes than a Redis bucket field holds, all of them their
-    next four bits and half of them their next byte, so the field splits twice: each whole key finds
-    exactly its record, before and after half of the records sharing its bucket are erased."""
+    """More band keys sharing their first bytes than a Redis bucket field holds, all of them the high
+    four bits of their next byte and half of them the whole byte, so the field splits down to its last
+    level: each whole key finds exactly its record, before and after half of the records sharing its
+    bucket are erased."""
     layout = Layout(bands=4, rows=6, min_estimate=0.0)
     index = await make_index(layout=layout)
     rng = np.random.default_rng(11)

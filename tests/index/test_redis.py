@@ -34,10 +34,11 @@ async def opened(url: str, prefix: str = "simhash:{s}", **options):
 
 
 async def test_an_index_of_another_schema_is_refused(throwaway_redis):
-    """Schema 4 never split a band's bucket field: its readers would take a split one's marker for entries."""
+    """Schema 5 split a band's bucket field 16 ways, not 4: read with these rules, its split fields'
+    entries would be looked for under names they are not stored under."""
     admin = throwaway_redis.client()
-    admin.hset("simhash:{s}:meta", mapping={"schema": "4", "fingerprint": "2", "layout": LAYOUT.to_json()})
-    with pytest.raises(ValueError, match="key schema 4 of scrapy-simhash; this version reads schema 5"):
+    admin.hset("simhash:{s}:meta", mapping={"schema": "5", "fingerprint": "2", "layout": LAYOUT.to_json()})
+    with pytest.raises(ValueError, match="key schema 5 of scrapy-simhash; this version reads schema 6"):
         await opened(throwaway_redis.url)
     admin.close()
 
