@@ -1,23 +1,26 @@
 """What a lookup pays for its band buckets as the index grows, in several bucket layouts on one server
-in one run: by default one field per bucket group (key schema 4) against fields split past
-``BUCKET_SPLIT_AT`` entries (schema 5, today's).
+in one run: by default key schema 5's (fields split 16 ways past 256 entries, read a level at a
+time) against today's (split 4 ways past ``BUCKET_SPLIT_AT``, read from the level the last read
+found).
 
     python benchmarks/bucket_fields.py [--sizes 100000,1000000,10000000,30000000,100000000] [LAYOUT ...]
 
-A LAYOUT is READ:SPLIT_AT, the first one the baseline: fields split past SPLIT_AT entries (0: never),
-a split field's levels read one ``HGET`` at a time (``each``, as ``redis.lua`` does) or all in one
-``HMGET`` (``one``). Default: ``each:0 each:256``.
+A LAYOUT is READ:SPLIT_AT[:BITS], the first one the baseline: fields split past SPLIT_AT entries (0:
+never) by BITS bits of the key a level (4, 16 ways, unless given); a split field's levels read one
+``HGET`` a level from the top (``each``), all in one ``HMGET`` (``one``), or from the level where
+the last band's read found its list (``hint``, as ``redis.lua`` does). Default: ``each:256:4
+hint:64:2``.
 
-Filling an index to 10M records through the script takes most of an hour on 2 cores, per version;
+Filling an index to 10M records through the library takes most of an hour on 2 cores, per version;
 this measures the part that grows with it alone. For each simulated index size it writes the band
 hashes a lookup touches (22 bands x 8 of their 256 hashes x 256 fields, with the entries per field an
 index of that size has: size / 65,536 on average) in each layout, then times (``INFO commandstats``)
 a script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
 bucket list (following split markers), search it for the key, and append the page's entry. A split
 layout is made as ``redis.lua`` ``split`` leaves it: a field past the bound holds a one-byte marker
-and its entries sit in 16 fields named by the next four bits of the key. Printed: server time per
-lookup in each layout and the bytes per record of the bucket hashes (``MEMORY USAGE``), each as a
-ratio to the first layout's.
+and its entries sit in fields named by the next bits of the key. Printed: server time per lookup
+in each layout and the bytes per record of the bucket hashes (``MEMORY USAGE``), each as a ratio to
+the first layout's.
 """
 
 from __future__ import annotations
@@ -36,31 +39,47 @@ from scrapy_simhash.index.redis import BUCKET_SPLIT_AT  # noqa: E402
 
 BANDS, REST, RID = 22, 4, 5
 ENTRY = REST + RID
-LEVELS = 3
 SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
 HASHES = 8  # hashes written per band (of 256): lookups pick among them, the rest would be alike
 
 # One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
 # 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes. ``%(read)s``: how
-# the levels of a split field are read, one ``HGET`` a level (``each``) or all in one ``HMGET``.
+# the levels of a split field are read (the module's docstring).
 LOOKUP = """
-local SPLIT, ENTRY, LEVELS = '\\0', %(entry)d, %(levels)d
-local function nibble(rest, level)
+local SPLIT, ENTRY, LEVELS, BITS = '\\0', %(entry)d, %(levels)d, %(bits)d
+local function split_bits(rest, level)
     local v = string.byte(rest, 1)
-    return string.char(level == 1 and math.floor(v / 16) or v %% 16)
+    return string.char(math.floor(v / 2 ^ (8 - level * BITS)) %% 2 ^ BITS)
 end
+local level_hint = 1
 for b = 1, #KEYS do
     local key, name, rest = KEYS[b], ARGV[2 * b - 1], ARGV[2 * b]
     local value, level
     if '%(read)s' == 'each' then
         value, level = redis.call('HGET', key, name) or '', 1
         while value == SPLIT and level < LEVELS do
-            name = name .. nibble(rest, level)
+            name = name .. split_bits(rest, level)
             value, level = redis.call('HGET', key, name) or '', level + 1
         end
+    elseif '%(read)s' == 'hint' then
+        while level_hint > 1 and #name < level_hint do name = name .. split_bits(rest, #name) end
+        value, level = redis.call('HGET', key, name) or '', #name
+        if value == '' then
+            for up = level - 1, 1, -1 do
+                local above = redis.call('HGET', key, string.sub(name, 1, up)) or ''
+                if above == SPLIT then break end
+                name, level, value = string.sub(name, 1, up), up, above
+                if above ~= '' then break end
+            end
+        end
+        while value == SPLIT and level < LEVELS do
+            name = name .. split_bits(rest, level)
+            value, level = redis.call('HGET', key, name) or '', level + 1
+        end
+        level_hint = level
     else
         local names = {name}
-        for l = 1, LEVELS - 1 do names[l + 1] = names[l] .. nibble(rest, l) end
+        for l = 1, LEVELS - 1 do names[l + 1] = names[l] .. split_bits(rest, l) end
         local values = redis.call('HMGET', key, unpack(names))
         level = 1
         while values[level] == SPLIT and level < LEVELS do level = level + 1 end
@@ -78,18 +97,23 @@ def entries(rng: np.random.Generator, count: int) -> np.ndarray:
     return rng.integers(0, 256, (count, ENTRY), dtype=np.uint8)
 
 
-def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int) -> dict[bytes, bytes]:
+def levels(bits: int) -> int:
+    """Levels of a field split ``bits`` bits of the key's third byte at a time."""
+    return 1 + 8 // bits
+
+
+def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int, bits: int) -> dict[bytes, bytes]:
     """The hash fields holding ``rows`` (the entries of one field), split past ``split_at`` (0: never)."""
-    if not split_at or len(rows) <= split_at or level == LEVELS:
+    if not split_at or len(rows) <= split_at or level == levels(bits):
         return {name: rows.tobytes()}
-    nibbles = rows[:, 0] >> 4 if level == 1 else rows[:, 0] & 15
+    parts = (rows[:, 0] >> (8 - level * bits)) & ((1 << bits) - 1)
     out = {name: b"\0"}
-    for n in np.unique(nibbles):
-        out.update(fields_of(name + bytes([n]), rows[nibbles == n], level + 1, split_at))
+    for n in np.unique(parts):
+        out.update(fields_of(name + bytes([n]), rows[parts == n], level + 1, split_at, bits))
     return out
 
 
-def fill(client: redis.Redis, size: int, split_at: int, seed: int) -> int:
+def fill(client: redis.Redis, size: int, split_at: int, bits: int, seed: int) -> int:
     """Write ``HASHES`` hashes per band as an index of ``size`` records has them; their bytes."""
     rng = np.random.default_rng(seed)
     per_field = size / 65536
@@ -99,7 +123,7 @@ def fill(client: redis.Redis, size: int, split_at: int, seed: int) -> int:
             key = f"b:{band}:{first}"
             mapping: dict[bytes, bytes] = {}
             for field, count in enumerate(rng.poisson(per_field, 256)):
-                mapping.update(fields_of(bytes([field]), entries(rng, count), 1, split_at))
+                mapping.update(fields_of(bytes([field]), entries(rng, count), 1, split_at, bits))
             client.delete(key)
             for chunk in range(0, len(mapping), 1000):
                 client.hset(key, mapping=dict(list(mapping.items())[chunk : chunk + 1000]))
@@ -121,11 +145,11 @@ def server_time(client: redis.Redis, sha: str, calls: int, seed: int) -> float:
     return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
 
-def layout(text: str) -> tuple[str, int]:
-    read, _, split_at = text.partition(":")
-    if read not in ("each", "one"):
-        raise argparse.ArgumentTypeError(f"{text!r}: READ:SPLIT_AT, READ 'each' or 'one'")
-    return read, int(split_at)
+def layout(text: str) -> tuple[str, int, int]:
+    read, split_at, bits = (text.split(":") + ["4"])[:3]
+    if read not in ("each", "one", "hint") or bits not in ("1", "2", "4"):
+        raise argparse.ArgumentTypeError(f"{text!r}: READ:SPLIT_AT[:BITS], READ each, one or hint, BITS 1, 2 or 4")
+    return read, int(split_at), int(bits)
 
 
 def main() -> None:
@@ -133,9 +157,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
     parser.add_argument("--calls", type=int, default=2000, help="lookups timed per layout and size")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the layouts per size")
-    parser.add_argument("layouts", nargs="*", type=layout, default=[("each", 0), ("each", BUCKET_SPLIT_AT)],
-                        help="READ:SPLIT_AT, the first the baseline; READ: 'each' reads a split field's levels"
-                        " one HGET at a time, 'one' all in one HMGET; SPLIT_AT 0: never split")
+    parser.add_argument("layouts", nargs="*", type=layout, default=[("each", 256, 4), ("hint", BUCKET_SPLIT_AT, 2)],
+                        help="READ:SPLIT_AT[:BITS], the first the baseline (the docstring says more)")
     args = parser.parse_args()
     print("Band bucket lookups (22 bands): server time per lookup and bucket bytes per record, against the first")
     print(f"layout; {args.rounds} rounds alternating, {args.calls} lookups each.")
@@ -144,17 +167,17 @@ def main() -> None:
         clients = [redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + i}") for i in range(len(args.layouts))]
         for size in args.sizes:
             print(f"  {size:,} records ({size / 65536:.1f} entries a field):")
-            used = [fill(c, size, split_at, seed=size) for c, (_, split_at) in zip(clients, args.layouts)]
-            shas = [c.script_load(LOOKUP % {"entry": ENTRY, "levels": LEVELS, "read": read})
-                    for c, (read, _) in zip(clients, args.layouts)]
+            used = [fill(c, size, split_at, bits, seed=size) for c, (_, split_at, bits) in zip(clients, args.layouts)]
+            shas = [c.script_load(LOOKUP % {"entry": ENTRY, "levels": levels(bits), "bits": bits, "read": read})
+                    for c, (read, _, bits) in zip(clients, args.layouts)]
             times: list[list[float]] = [[] for _ in clients]
             for r in range(args.rounds):
                 for i, client in enumerate(clients):
                     times[i].append(server_time(client, shas[i], args.calls, seed=r))
             medians = [float(np.median(t)) for t in times]
             per_record = [u * (256 / HASHES) / size for u in used]
-            for (read, split_at), t, b in zip(args.layouts, medians, per_record):
-                print(f"    {read:>4}:{split_at:<4} {t:6.1f} us ({t / medians[0]:4.2f}x)"
+            for (read, split_at, bits), t, b in zip(args.layouts, medians, per_record):
+                print(f"    {read:>4}:{split_at}:{bits:<3} {t:6.1f} us ({t / medians[0]:4.2f}x)"
                       f"   bucket bytes/record {b:6.1f} ({b / per_record[0]:4.2f}x)")
         for client in clients:
             client.close()
