@@ -13,9 +13,10 @@ hint:64:2``.
 
 Filling an index to 10M records through the library takes most of an hour on 2 cores, per version;
 this measures the part that grows with it alone. For each simulated index size it writes the band
-hashes a lookup touches (22 bands x 8 of their 256 hashes x 256 fields, with the entries per field an
-index of that size has: size / 65,536 on average) in each layout, then times (``INFO commandstats``)
-a script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
+hashes a lookup touches (22 bands x ``--hashes`` of their 256 hashes, 8 by default, which fit in a
+cache; 256 is a whole index's bucket memory) x 256 fields, with the entries per field an index of
+that size has (size / 65,536 on average), in each layout, then times (``INFO commandstats``) a
+script that does, for each of the 22 bands, what ``redis.lua`` does for a new page: read the key's
 bucket list (following split markers), search it for the key, and append the page's entry. A split
 layout is made as ``redis.lua`` ``split`` leaves it: a field past the bound holds a one-byte marker
 and its entries sit in fields named by the next bits of the key. Printed: server time per lookup
@@ -40,7 +41,6 @@ from scrapy_simhash.index.redis import BUCKET_SPLIT_AT  # noqa: E402
 BANDS, REST, RID = 22, 4, 5
 ENTRY = REST + RID
 SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
-HASHES = 8  # hashes written per band (of 256): lookups pick among them, the rest would be alike
 
 # One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
 # 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes. ``%(read)s``: how
@@ -113,13 +113,13 @@ def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int, bits: in
     return out
 
 
-def fill(client: redis.Redis, size: int, split_at: int, bits: int, seed: int) -> int:
-    """Write ``HASHES`` hashes per band as an index of ``size`` records has them; their bytes."""
+def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, seed: int) -> int:
+    """Write ``hashes`` hashes per band as an index of ``size`` records has them; their bytes."""
     rng = np.random.default_rng(seed)
     per_field = size / 65536
     used = 0
     for band in range(BANDS):
-        for first in range(HASHES):
+        for first in range(hashes):
             key = f"b:{band}:{first}"
             mapping: dict[bytes, bytes] = {}
             for field, count in enumerate(rng.poisson(per_field, 256)):
@@ -131,12 +131,12 @@ def fill(client: redis.Redis, size: int, split_at: int, bits: int, seed: int) ->
     return used
 
 
-def server_time(client: redis.Redis, sha: str, calls: int, seed: int) -> float:
+def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: int) -> float:
     """EVALSHA microseconds per call: each call one lookup over the 22 bands, random keys."""
     rng = np.random.default_rng(seed)
     client.config_resetstat()
     for _ in range(calls):
-        keys = [f"b:{band}:{rng.integers(HASHES)}" for band in range(BANDS)]
+        keys = [f"b:{band}:{rng.integers(hashes)}" for band in range(BANDS)]
         args = []
         for _ in range(BANDS):
             key = rng.integers(0, 256, 1 + REST, dtype=np.uint8).tobytes()
@@ -157,6 +157,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
     parser.add_argument("--calls", type=int, default=2000, help="lookups timed per layout and size")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the layouts per size")
+    parser.add_argument("--hashes", type=int, default=8, choices=range(1, 257), metavar="1..256",
+                        help="hashes written per band, of 256 (all: an index's whole bucket memory)")
     parser.add_argument("layouts", nargs="*", type=layout, default=[("each", 256, 4), ("hint", BUCKET_SPLIT_AT, 2)],
                         help="READ:SPLIT_AT[:BITS], the first the baseline (the docstring says more)")
     args = parser.parse_args()
@@ -167,15 +169,16 @@ def main() -> None:
         clients = [redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + i}") for i in range(len(args.layouts))]
         for size in args.sizes:
             print(f"  {size:,} records ({size / 65536:.1f} entries a field):")
-            used = [fill(c, size, split_at, bits, seed=size) for c, (_, split_at, bits) in zip(clients, args.layouts)]
+            used = [fill(c, size, split_at, bits, args.hashes, seed=size)
+                    for c, (_, split_at, bits) in zip(clients, args.layouts)]
             shas = [c.script_load(LOOKUP % {"entry": ENTRY, "levels": levels(bits), "bits": bits, "read": read})
                     for c, (read, _, bits) in zip(clients, args.layouts)]
             times: list[list[float]] = [[] for _ in clients]
             for r in range(args.rounds):
                 for i, client in enumerate(clients):
-                    times[i].append(server_time(client, shas[i], args.calls, seed=r))
+                    times[i].append(server_time(client, shas[i], args.calls, args.hashes, seed=r))
             medians = [float(np.median(t)) for t in times]
-            per_record = [u * (256 / HASHES) / size for u in used]
+            per_record = [u * (256 / args.hashes) / size for u in used]
             for (read, split_at, bits), t, b in zip(args.layouts, medians, per_record):
                 print(f"    {read:>4}:{split_at}:{bits:<3} {t:6.1f} us ({t / medians[0]:4.2f}x)"
                       f"   bucket bytes/record {b:6.1f} ({b / per_record[0]:4.2f}x)")
