@@ -111,7 +111,7 @@ async def fill(index, layout, blobs: list[bytes], records: int) -> np.ndarray:
                 pipe.execute_command("FCALL", index._function, 1, *index._route, index.prefix, "check_add", 0,
                                      record.sketch(layout), *index._record_args(record), *[""] * 6)
             replies = await pipe.execute()
-        if any(reply[1] == 0 for reply in replies):
+        if any(index._lookup_reply(reply[0])[1] == 0 for reply in replies):
             raise RuntimeError("a random record found candidates: the fill is not what it should be")
         if stop % (CHUNK * 10) == 0 or stop == records:
             print(f"  {stop:,} records", flush=True)

@@ -268,7 +268,7 @@ class NewDriver:
                 batches = [records[i : i + FILL_BATCH] for i in range(0, len(records), FILL_BATCH)]
                 for i in range(0, len(batches), FILL_PIPELINES):
                     replies = await asyncio.gather(*(self._fill_redis(b) for b in batches[i : i + FILL_PIPELINES]))
-                    found += sum(reply[1] == 0 for batch in replies for reply in batch)
+                    found += sum(self.index._lookup_reply(reply[0])[1] == 0 for batch in replies for reply in batch)
         return found
 
     def _fill_sqlite(self, records: list) -> int:

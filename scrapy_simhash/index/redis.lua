@@ -23,6 +23,7 @@ local PER_BLOCK = 256
 local LIVE, BANDED, PENDING, EXACT = 1, 2, 4, 8
 local CLOSED = 1           -- group flag: being expired, joins refused
 local BUSY = -1            -- in place of an added rid: the id is pending in another live session
+local NO_HEAD = '\0\0\0\0\0\0\0\0\0'  -- in a candidate whose group has no canonical record
 
 -- Record ids (rids) are 5 bytes big-endian.
 local function r5(n)
@@ -330,11 +331,21 @@ local function write_data(wid, a, banded)
     end
 end
 
--- One string per candidate, so a reply of many candidates parses in few steps: rid, group,
--- canonical (5 bytes each), fingerprint (8), sketch bytes shared (2), write id (8), the
--- canonical's write id (8, absent when the group has no canonical).
+-- A candidate in CANDIDATE bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
+-- bytes shared (2), write id (8), whether the group has a canonical record (1) and its write id (8).
 local function candidate_reply(r, g, same, head)
-    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack('>I2', same) .. r.wid .. (head and head.wid or '')
+    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack('>I2', same) .. r.wid
+        .. (head and '\1' .. head.wid or NO_HEAD)
+end
+
+-- A lookup's reply in few elements, since the client parses a reply element by element: one string
+-- of sequence number, added rid (0: none, BUSY), records of the same id in this session and
+-- earlier ones (doubles), the counts of stale write ids and of candidates (4 bytes each), the stale
+-- write ids (8 bytes each) and the candidates; then ``rows``, the details rows, in place.
+local function lookup_reply(seq, added, this, earlier, stale, candidates, rows)
+    table.insert(rows, 1, pack('>ddddI4I4', seq, added, this, earlier, #stale, #candidates)
+        .. table.concat(stale) .. table.concat(candidates))
+    return rows
 end
 
 -- A candidate's page data for verification, one string so that many parse in few steps: six
@@ -472,15 +483,15 @@ local function keep_best(best, rid, s, same)
 end
 
 -- Arguments: since, sketch, then insert's. Candidates newer than ``since``, best first, or the
--- record added when there are none: {seq, added rid (0: none), same id here, same id earlier,
--- {stale write ids}, {details rows of the FIRST_READ best candidates, one server only}, candidate...}.
+-- record added when there are none, as lookup_reply, with the details rows of the FIRST_READ best
+-- candidates (one server only).
 local function check_add(a)
     local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
     local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
     local mine, held = own_write(idh, wid, session)
-    if mine then return {seq, mine.rid, 0, 0, {}, {}} end
-    if held then return {seq, BUSY, 0, 0, {}, {}} end
+    if mine then return lookup_reply(seq, mine.rid, 0, 0, {}, {}, {}) end
+    if held then return lookup_reply(seq, BUSY, 0, 0, {}, {}, {}) end
     -- A record's slot is compared with the sketch's bytes in place: most records a lookup reads are
     -- only compared, never parsed. Those bytes are made at the first record, as most pages meet none.
     local seen, best, query = {}, {}, nil
@@ -513,24 +524,23 @@ local function check_add(a)
     end
     if #found == 0 then
         local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
-        return {seq, added[1], added[2], added[3], added[4], {}}
+        return lookup_reply(seq, added[1], added[2], added[3], added[4], {}, {})
     end
     table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.rid < y.rid) end)
-    local read = {}
-    local out = {seq, 0, 0, 0, {}, read}
+    local candidates, read = {}, {}
     for i, c in ipairs(found) do
-        out[#out + 1] = candidate_reply(c.r, c.g, c.same, c.head)
+        candidates[i] = candidate_reply(c.r, c.g, c.same, c.head)
         if WRITE_DATA and i <= FIRST_READ then read[i] = detail_row(c.r.wid, c.head and c.head.wid or '') end
     end
-    return out
+    return lookup_reply(seq, 0, 0, 0, {}, candidates, read)
 end
 
 -- Arguments: digest (16 bytes), then insert's. The record holding the digest, or the one added.
 local function check_add_exact(a)
     local digest, idh, wid, session = ARGV[a], ARGV[a + 4], ARGV[a + 2], ARGV[a + 3]
     local mine, held = own_write(idh, wid, session)
-    if mine then return {0, mine.rid, 0, 0, {}} end
-    if held then return {0, BUSY, 0, 0, {}} end
+    if mine then return lookup_reply(0, mine.rid, 0, 0, {}, {}, {}) end
+    if held then return lookup_reply(0, BUSY, 0, 0, {}, {}, {}) end
     local key, field = sharded('x', digest)
     local holder = hget(key, field)
     if holder ~= '' then
@@ -538,17 +548,17 @@ local function check_add_exact(a)
         local g = r and group(r.gid)
         local head = g and g.canonical > 0 and record(g.canonical)
         if head and g.flags ~= CLOSED and not crashed(head, session) then
-            return {0, 0, 0, 0, {}, candidate_reply(r, g, K, head)}
+            return lookup_reply(0, 0, 0, 0, {}, {candidate_reply(r, g, K, head)}, {})
         end
         hset(key, field, '')
     end
     local added = insert(a + 1, digest .. rep('\0', K - 16), LIVE + PENDING + EXACT, digest)
-    return {0, added[1], added[2], added[3], added[4]}
+    return lookup_reply(0, added[1], added[2], added[3], added[4], {}, {})
 end
 
 -- Arguments: matched rid, want banded, sketch, fingerprint, write id, session, id handle, url handle,
--- now, then the page data. {rid, group, canonical, size, banded} or {0} when the matched record's
--- group is gone.
+-- now, then the page data. One string (one reply element) of rid, group, canonical, size, banded
+-- (doubles); rid 0 when the matched record's group is gone.
 local function join(a)
     local matched, want, sketch = tonumber(ARGV[a]), ARGV[a + 1] == '1', ARGV[a + 2]
     local fp, wid, session, idh, urlh, now = ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7],
@@ -556,11 +566,11 @@ local function join(a)
     local mine = own_write(idh, wid, session)
     if mine then
         local g = group(mine.gid)
-        return {mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0}
+        return pack('>ddddd', mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0)
     end
     local m = record(matched)
     local g = m and group(m.gid)
-    if not g or g.canonical == 0 or g.flags == CLOSED then return {0} end
+    if not g or g.canonical == 0 or g.flags == CLOSED then return pack('>ddddd', 0, 0, 0, 0, 0) end
     local banded = want and g.banded < MAX_BANDED
     local r = {rid = redis.call('INCR', SEQ), flags = LIVE + (banded and BANDED or 0), gid = g.gid, fp = fp,
                wid = wid, session = session, idh = idh, urlh = urlh, sketch = sketch}
@@ -576,7 +586,7 @@ local function join(a)
     redis.call('APPEND', P .. ':gm:' .. g.gid, r5(r.rid))
     set_expiry(g, now)
     redis.call('INCR', COUNT)
-    return {r.rid, g.gid, g.canonical, g.size, banded and 1 or 0}
+    return pack('>ddddd', r.rid, g.gid, g.canonical, g.size, banded and 1 or 0)
 end
 
 -- Arguments: session, rids. Their items were scraped: no longer pending.

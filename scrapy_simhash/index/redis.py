@@ -48,6 +48,10 @@ _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
+_LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and candidate counts (``lookup_reply``)
+_JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
+_WRITE_ID = 8
+_CANDIDATE = 42  # bytes of a candidate (``candidate_reply``)
 _NO_HASHES = np.empty(0, dtype=np.uint32)
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
@@ -213,17 +217,26 @@ class RedisIndex(Index):
         ]
 
     @staticmethod
-    def _candidate(packed: bytes) -> Candidate:
-        """A candidate as ``candidate_reply`` in redis.lua packs it."""
-        return Candidate(
-            int.from_bytes(packed[0:5], "big"),
-            int.from_bytes(packed[5:10], "big"),
-            int.from_bytes(packed[10:15], "big"),
-            int.from_bytes(packed[15:23], "big"),
-            int.from_bytes(packed[23:25], "big"),
-            packed[25:33],
-            packed[33:41],
-        )
+    def _lookup_reply(head: bytes) -> tuple[int, int, int, int, list[bytes], list[Candidate]]:
+        """(seq, added, this, earlier, stale write ids, candidates) of a lookup's reply as
+        ``lookup_reply`` in redis.lua packs its first element."""
+        seq, added, this, earlier, stale, count = _LOOKUP_HEAD.unpack_from(head)
+        at = _LOOKUP_HEAD.size
+        stale_ids = [head[at + i : at + i + _WRITE_ID] for i in range(0, stale * _WRITE_ID, _WRITE_ID)]
+        at += stale * _WRITE_ID
+        candidates = [
+            Candidate(
+                int.from_bytes(head[i : i + 5], "big"),
+                int.from_bytes(head[i + 5 : i + 10], "big"),
+                int.from_bytes(head[i + 10 : i + 15], "big"),
+                int.from_bytes(head[i + 15 : i + 23], "big"),
+                int.from_bytes(head[i + 23 : i + 25], "big"),
+                head[i + 25 : i + 33],
+                head[i + 34 : i + 42] if head[i + 33] else b"",
+            )
+            for i in range(at, at + count * _CANDIDATE, _CANDIDATE)
+        ]
+        return int(seq), int(added), int(this), int(earlier), stale_ids, candidates
 
     # -- the contract ------------------------------------------------------------------------------
 
@@ -244,12 +257,11 @@ class RedisIndex(Index):
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
         data = await self._write_data(record) if since == 0 else self._page_data(record)
-        reply = await self._batched("check_add", since, sketch, *self._record_args(record), *data)
-        seq, added, this, earlier, stale, rows = reply[:6]
+        head, *rows = await self._batched("check_add", since, sketch, *self._record_args(record), *data)
+        seq, added, this, earlier, stale, candidates = self._lookup_reply(head)  # best first
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
-        candidates = [self._candidate(c) for c in reply[6:]]  # best first, as the function orders them
         read = dict(zip((c.key for c in candidates), self._details(self._unpack_rows(rows))))
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
@@ -322,21 +334,21 @@ class RedisIndex(Index):
         reply = await self._batched(
             "join", matched.rid, int(banded), sketch, *args, repr(self.retention.clock()), *data
         )
-        if reply[0] == 0:
+        rid, group, canonical, size, findable = map(int, _JOINED.unpack(reply))
+        if rid == 0:
             raise GroupGone(f"record {matched.rid} is gone")
-        rid, group, canonical, size, findable = reply
         if self.cluster and banded and not findable:  # past the group's limit: kept without its hashes
             await self.client.hdel(self._data_key(record.write_id), "s")
         return Joined(rid, group, canonical, size, bool(findable))
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         data = await self._write_data(record, banded=False)
-        reply = await self._batched("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
-        _, added, _, _, stale = reply[:5]
+        head, *_ = await self._batched("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
+        _, added, _, _, stale, candidates = self._lookup_reply(head)
         if added == _BUSY:
             return Exact(None, None, busy=True)
         await self._forget(stale)
-        return Exact(added or None, self._candidate(reply[5]) if len(reply) > 5 else None)
+        return Exact(added or None, candidates[0] if candidates else None)
 
     async def remove(self, rid: int) -> bool:
         replies = await self._call("erase", rid)
