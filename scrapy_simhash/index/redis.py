@@ -181,9 +181,11 @@ class RedisIndex(Index):
     def _data_key(self, write_id: bytes) -> bytes:
         return self._data + write_id
 
-    def _page_data(self, record: Record) -> list:
+    def _page_data(self, record: Record, banded: bool = True) -> list:
+        """The record's page data as ``write_data`` in redis.lua takes it; a record that is not banded
+        keeps no verification data, so none is encoded or sent."""
         return [
-            record.blob(),
+            record.blob() if banded else b"",
             record.id,
             record.url,
             record.host,
@@ -194,7 +196,7 @@ class RedisIndex(Index):
     async def _write_data(self, record: Record, banded: bool = True) -> list:
         """The record's page data as function arguments (one server), or written now (a cluster: before
         the record is indexed, so a lookup never finds a record whose data is still on its way)."""
-        data = self._page_data(record)
+        data = self._page_data(record, banded)
         if not self.cluster:
             return data
         fields = dict(zip([b"s", b"i", b"u", b"h", b"t", b"c"], data))
