@@ -345,7 +345,8 @@ class RedisIndex(Index):
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         data = await self._write_data(record, banded=False)
-        head, *_ = await self._batched("check_add_exact", digest[:16].ljust(16, b"\0"), *self._record_args(record), *data)
+        digest = digest[:16].ljust(16, b"\0")
+        head, *_ = await self._batched("check_add_exact", digest, *self._record_args(record), *data)
         _, added, _, _, stale, candidates = self._lookup_reply(head)
         if added == _BUSY:
             return Exact(None, None, busy=True)
