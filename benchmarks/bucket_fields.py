@@ -8,8 +8,10 @@ found).
 A LAYOUT is READ:SPLIT_AT[:BITS], the first one the baseline: fields split past SPLIT_AT entries (0:
 never) by BITS bits of the key a level (4, 16 ways, unless given); a split field's levels read one
 ``HGET`` a level from the top (``each``), all in one ``HMGET`` (``one``), or from the level where
-the last band's read found its list (``hint``, as ``redis.lua`` does). Default: ``each:256:4
-hint:64:2``.
+the last band's read found its list (``hint``, as ``redis.lua`` does). ``merged`` keeps every band's
+fields in one hash, named by band and first byte before the field's own name, so that a lookup reads
+its 22 bands' fields (at the level last found) in one ``HMGET`` and writes them in one ``HSET``: what
+fewer calls a lookup would save. Default: ``each:256:4 hint:64:2``.
 
 Filling an index to 10M records through the library takes most of an hour on 2 cores, per version;
 this measures the part that grows with it alone. For each simulated index size it writes the band
@@ -92,6 +94,47 @@ end
 return 1
 """
 
+# The ``merged`` layout's lookup: KEYS and ARGV as LOOKUP's, each key naming its fields' prefix in
+# the one hash MERGED. The level read first is the one the last band's read found.
+MERGED = "b:all"
+MERGED_LOOKUP = """
+local SPLIT, ENTRY, LEVELS, BITS = '\\0', %(entry)d, %(levels)d, %(bits)d
+local function split_bits(rest, level)
+    local v = string.byte(rest, 1)
+    return string.char(math.floor(v / 2 ^ (8 - level * BITS)) %% 2 ^ BITS)
+end
+local HASH, hint, names, values, writes = '""" + MERGED + """', 1, {}, nil, {}
+for b = 1, #KEYS do
+    local name, rest = KEYS[b] .. ARGV[2 * b - 1], ARGV[2 * b]
+    for level = 1, hint - 1 do name = name .. split_bits(rest, level) end
+    names[b] = name
+end
+values = redis.call('HMGET', HASH, unpack(names))
+for b = 1, #KEYS do
+    local rest, name, value = ARGV[2 * b], names[b], values[b] or ''
+    local level = #name - #KEYS[b]
+    if value == '' then
+        for up = level - 1, 1, -1 do
+            local above = redis.call('HGET', HASH, string.sub(name, 1, #KEYS[b] + up)) or ''
+            if above == SPLIT then break end
+            name, level, value = string.sub(name, 1, #KEYS[b] + up), up, above
+            if above ~= '' then break end
+        end
+    end
+    while value == SPLIT and level < LEVELS do
+        name = name .. split_bits(rest, level)
+        value, level = redis.call('HGET', HASH, name) or '', level + 1
+    end
+    hint = level
+    local at = string.find(value, rest, 1, true)
+    while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
+    writes[#writes + 1] = name
+    writes[#writes + 1] = value .. rest .. 'rid05'
+end
+redis.call('HSET', HASH, unpack(writes))
+return 1
+"""
+
 
 def entries(rng: np.random.Generator, count: int) -> np.ndarray:
     return rng.integers(0, 256, (count, ENTRY), dtype=np.uint8)
@@ -113,22 +156,25 @@ def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int, bits: in
     return out
 
 
-def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, seed: int) -> int:
-    """Write ``hashes`` hashes per band as an index of ``size`` records has them; their bytes."""
+def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, seed: int, merged: bool) -> int:
+    """Write ``hashes`` hashes per band as an index of ``size`` records has them (``merged``: their
+    fields in the one hash MERGED, each name after its hash's); their bytes."""
     rng = np.random.default_rng(seed)
     per_field = size / 65536
     used = 0
+    client.delete(MERGED)
     for band in range(BANDS):
         for first in range(hashes):
             key = f"b:{band}:{first}"
             mapping: dict[bytes, bytes] = {}
+            prefix = key.encode() if merged else b""
             for field, count in enumerate(rng.poisson(per_field, 256)):
-                mapping.update(fields_of(bytes([field]), entries(rng, count), 1, split_at, bits))
+                mapping.update(fields_of(prefix + bytes([field]), entries(rng, count), 1, split_at, bits))
             client.delete(key)
             for chunk in range(0, len(mapping), 1000):
-                client.hset(key, mapping=dict(list(mapping.items())[chunk : chunk + 1000]))
-            used += client.memory_usage(key, samples=0) or 0
-    return used
+                client.hset(MERGED if merged else key, mapping=dict(list(mapping.items())[chunk : chunk + 1000]))
+            used += 0 if merged else client.memory_usage(key, samples=0) or 0
+    return client.memory_usage(MERGED, samples=0) if merged else used
 
 
 def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: int) -> float:
@@ -147,8 +193,10 @@ def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: in
 
 def layout(text: str) -> tuple[str, int, int]:
     read, split_at, bits = (text.split(":") + ["4"])[:3]
-    if read not in ("each", "one", "hint") or bits not in ("1", "2", "4"):
-        raise argparse.ArgumentTypeError(f"{text!r}: READ:SPLIT_AT[:BITS], READ each, one or hint, BITS 1, 2 or 4")
+    if read not in ("each", "one", "hint", "merged") or bits not in ("1", "2", "4"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: READ:SPLIT_AT[:BITS], READ each, one, hint or merged, BITS 1, 2 or 4"
+        )
     return read, int(split_at), int(bits)
 
 
@@ -169,9 +217,10 @@ def main() -> None:
         clients = [redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + i}") for i in range(len(args.layouts))]
         for size in args.sizes:
             print(f"  {size:,} records ({size / 65536:.1f} entries a field):")
-            used = [fill(c, size, split_at, bits, args.hashes, seed=size)
-                    for c, (_, split_at, bits) in zip(clients, args.layouts)]
-            shas = [c.script_load(LOOKUP % {"entry": ENTRY, "levels": levels(bits), "bits": bits, "read": read})
+            used = [fill(c, size, split_at, bits, args.hashes, seed=size, merged=read == "merged")
+                    for c, (read, split_at, bits) in zip(clients, args.layouts)]
+            shas = [c.script_load((MERGED_LOOKUP if read == "merged" else LOOKUP)
+                                  % {"entry": ENTRY, "levels": levels(bits), "bits": bits, "read": read})
                     for c, (read, _, bits) in zip(clients, args.layouts)]
             times: list[list[float]] = [[] for _ in clients]
             for r in range(args.rounds):
