@@ -331,7 +331,7 @@ local function write_data(wid, a, banded)
     end
 end
 
--- A candidate in CANDIDATE bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
+-- A candidate in 42 bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
 -- bytes shared (2), write id (8), whether the group has a canonical record (1) and its write id (8).
 local function candidate_reply(r, g, same, head)
     return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack('>I2', same) .. r.wid
