@@ -44,40 +44,51 @@ BANDS, REST, RID = 22, 4, 5
 ENTRY = REST + RID
 SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
 
-# One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
-# 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes. ``%(read)s``: how
-# the levels of a split field are read (the module's docstring).
-LOOKUP = """
+# What both lookups share: the layout's constants, the bits a split parts a list by, and ``settle``,
+# which finds band key ``rest``'s list in hash ``key`` from field ``name`` (read as ``value``, at
+# ``level``; ``base`` bytes of the name come before the field's own): up while a level is empty,
+# down past split markers, as redis.lua's bucket_field.
+PRELUDE = """
 local SPLIT, ENTRY, LEVELS, BITS = '\\0', %(entry)d, %(levels)d, %(bits)d
 local function split_bits(rest, level)
     local v = string.byte(rest, 1)
     return string.char(math.floor(v / 2 ^ (8 - level * BITS)) %% 2 ^ BITS)
 end
+local function settle(key, base, name, level, value, rest)
+    if value == '' then
+        for up = level - 1, 1, -1 do
+            local above = redis.call('HGET', key, string.sub(name, 1, base + up)) or ''
+            if above == SPLIT then break end
+            name, level, value = string.sub(name, 1, base + up), up, above
+            if above ~= '' then break end
+        end
+    end
+    while value == SPLIT and level < LEVELS do
+        name = name .. split_bits(rest, level)
+        value, level = redis.call('HGET', key, name) or '', level + 1
+    end
+    return name, level, value
+end
+local function append(value, rest)
+    local at = string.find(value, rest, 1, true)
+    while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
+    return value .. rest .. 'rid05'
+end
+"""
+
+# One band's lookup and insert, as redis.lua's bucket_field, band_rids and enband do it. KEYS: the
+# 22 hash keys; ARGV: for each band its field byte and its 4 remaining key bytes. ``%(read)s``: how
+# the levels of a split field are read (the module's docstring).
+LOOKUP = PRELUDE + """
 local level_hint = 1
 for b = 1, #KEYS do
     local key, name, rest = KEYS[b], ARGV[2 * b - 1], ARGV[2 * b]
     local value, level
     if '%(read)s' == 'each' then
-        value, level = redis.call('HGET', key, name) or '', 1
-        while value == SPLIT and level < LEVELS do
-            name = name .. split_bits(rest, level)
-            value, level = redis.call('HGET', key, name) or '', level + 1
-        end
+        name, level, value = settle(key, 0, name, 1, redis.call('HGET', key, name) or '', rest)
     elseif '%(read)s' == 'hint' then
         while level_hint > 1 and #name < level_hint do name = name .. split_bits(rest, #name) end
-        value, level = redis.call('HGET', key, name) or '', #name
-        if value == '' then
-            for up = level - 1, 1, -1 do
-                local above = redis.call('HGET', key, string.sub(name, 1, up)) or ''
-                if above == SPLIT then break end
-                name, level, value = string.sub(name, 1, up), up, above
-                if above ~= '' then break end
-            end
-        end
-        while value == SPLIT and level < LEVELS do
-            name = name .. split_bits(rest, level)
-            value, level = redis.call('HGET', key, name) or '', level + 1
-        end
+        name, level, value = settle(key, 0, name, #name, redis.call('HGET', key, name) or '', rest)
         level_hint = level
     else
         local names = {name}
@@ -87,52 +98,32 @@ for b = 1, #KEYS do
         while values[level] == SPLIT and level < LEVELS do level = level + 1 end
         name, value = names[level], values[level] or ''
     end
-    local at = string.find(value, rest, 1, true)
-    while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
-    redis.call('HSET', key, name, value .. rest .. 'rid05')
+    redis.call('HSET', key, name, append(value, rest))
 end
 return 1
 """
 
 # The ``merged`` layout's lookup: KEYS and ARGV as LOOKUP's, each key naming its fields' prefix in
-# the one hash MERGED. The level read first is the one the last band's read found.
+# the one hash MERGED, and last the level the previous call's last band found (which redis.lua keeps
+# in the library's memory), which the call returns for the next.
 MERGED = "b:all"
-MERGED_LOOKUP = """
-local SPLIT, ENTRY, LEVELS, BITS = '\\0', %(entry)d, %(levels)d, %(bits)d
-local function split_bits(rest, level)
-    local v = string.byte(rest, 1)
-    return string.char(math.floor(v / 2 ^ (8 - level * BITS)) %% 2 ^ BITS)
-end
-local HASH, hint, names, values, writes = '""" + MERGED + """', 1, {}, nil, {}
+MERGED_LOOKUP = PRELUDE + """
+local HASH, hint, names, writes = '""" + MERGED + """', tonumber(ARGV[#ARGV]), {}, {}
 for b = 1, #KEYS do
     local name, rest = KEYS[b] .. ARGV[2 * b - 1], ARGV[2 * b]
     for level = 1, hint - 1 do name = name .. split_bits(rest, level) end
     names[b] = name
 end
-values = redis.call('HMGET', HASH, unpack(names))
+local values = redis.call('HMGET', HASH, unpack(names))
 for b = 1, #KEYS do
-    local rest, name, value = ARGV[2 * b], names[b], values[b] or ''
-    local level = #name - #KEYS[b]
-    if value == '' then
-        for up = level - 1, 1, -1 do
-            local above = redis.call('HGET', HASH, string.sub(name, 1, #KEYS[b] + up)) or ''
-            if above == SPLIT then break end
-            name, level, value = string.sub(name, 1, #KEYS[b] + up), up, above
-            if above ~= '' then break end
-        end
-    end
-    while value == SPLIT and level < LEVELS do
-        name = name .. split_bits(rest, level)
-        value, level = redis.call('HGET', HASH, name) or '', level + 1
-    end
+    local rest, level, value = ARGV[2 * b], 0, nil
+    names[b], level, value = settle(HASH, #KEYS[b], names[b], #names[b] - #KEYS[b], values[b] or '', rest)
     hint = level
-    local at = string.find(value, rest, 1, true)
-    while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
-    writes[#writes + 1] = name
-    writes[#writes + 1] = value .. rest .. 'rid05'
+    writes[#writes + 1] = names[b]
+    writes[#writes + 1] = append(value, rest)
 end
 redis.call('HSET', HASH, unpack(writes))
-return 1
+return hint
 """
 
 
@@ -180,6 +171,7 @@ def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, 
 def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: int) -> float:
     """EVALSHA microseconds per call: each call one lookup over the 22 bands, random keys."""
     rng = np.random.default_rng(seed)
+    hint = 1  # the level the last band's read found (read by the merged layout only)
     client.config_resetstat()
     for _ in range(calls):
         keys = [f"b:{band}:{rng.integers(hashes)}" for band in range(BANDS)]
@@ -187,7 +179,7 @@ def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: in
         for _ in range(BANDS):
             key = rng.integers(0, 256, 1 + REST, dtype=np.uint8).tobytes()
             args += [key[:1], key[1:]]
-        client.evalsha(sha, BANDS, *keys, *args)
+        hint = client.evalsha(sha, BANDS, *keys, *args, hint)
     return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
 
