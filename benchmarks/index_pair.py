@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,12 +67,6 @@ def worktree(rev: str) -> str:
     return str(path)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("revs", nargs=2, metavar="REV", help="git revisions A and B (B / A is printed)")
@@ -82,18 +75,17 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=500, help="new-record lookups per round and revision")
     parser.add_argument("--near", type=int, default=100, help="near-duplicate lookups per round and revision")
     args = parser.parse_args()
+    # Here, not at the top: pipeline.py imports the package, which a child must take from its tree.
+    from pipeline import throwaway_redis  # benchmarks/pipeline.py
+
     trees = [worktree(rev) for rev in args.revs]
-    servers, children = [], []
-    with tempfile.TemporaryDirectory(prefix="simhash-pair-") as folder:
+    children = []
+    with ExitStack() as servers:
         try:
-            for i, tree in enumerate(trees):
-                port = free_port()
-                servers.append(subprocess.Popen(
-                    ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                     "--dir", folder, "--dbfilename", f"{i}.rdb"], stdout=subprocess.DEVNULL))
-                time.sleep(0.5)
+            for tree in trees:
+                url = servers.enter_context(throwaway_redis())
                 children.append(subprocess.Popen(
-                    [sys.executable, __file__, "--child", tree, f"redis://127.0.0.1:{port}/0", str(args.size)],
+                    [sys.executable, __file__, "--child", tree, url, str(args.size)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
             print(f"filling {args.size:,} records in each index, both at once", flush=True)
             for rev, process in zip(args.revs, children):
@@ -124,8 +116,6 @@ def main() -> None:
         finally:
             for process in children:
                 process.kill()
-            for server in servers:
-                server.kill()
 
 
 if __name__ == "__main__":
