@@ -162,7 +162,7 @@ _ASCII_WORD = bytes(
 _ASCII_FLAG = bytes(min(byte, 1) for byte in range(256))
 
 
-def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def _tokenise(text: str, ascii_path: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """The code points of ``text`` as fingerprints read it, where its tokens start, which code points
     are word characters, and whether the points of the others are 0.
 
@@ -170,9 +170,10 @@ def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     folded. NFKC and lower() turn default-ignorables into default-ignorables only, and nothing else
     into one, so the normalised text holds one exactly when ``text`` does: only then is ``text``
     searched for them. A token is a run of word characters, or a word character of an unsegmented
-    script (class :data:`_SOLO`) alone.
+    script (class :data:`_SOLO`) alone. Callers read line breaks from ``text`` when the others are 0
+    (the ASCII path), so a text that held default-ignorables never takes it.
     """
-    if text.isascii():
+    if ascii_path and text.isascii():
         points = text.encode("ascii").translate(_ASCII_WORD)
         word = np.frombuffer((b"\0" + points).translate(_ASCII_FLAG), dtype=bool)  # a non-word character first
         return np.frombuffer(points, dtype=np.uint8), (word[1:] > word[:-1]).nonzero()[0], word[1:], True
@@ -182,7 +183,7 @@ def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     top = classes.max(initial=_NON_WORD)
     if top == _IGNORED:
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        return _tokenise(_text(raw[_CLASSES.take(raw) != _IGNORED]))
+        return _tokenise(_text(raw[_CLASSES.take(raw) != _IGNORED]), ascii_path=False)
     word = np.empty(len(points) + 1, dtype=bool)
     word[0] = False
     np.not_equal(classes, _NON_WORD, out=word[1:])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 
@@ -152,6 +153,25 @@ async def test_a_hosts_first_pages_wait_for_its_furniture_then_copies_elsewhere_
     (merged,) = read_merge_log(settings["SIMHASH_MERGE_LOG"])
     assert merged["duplicate_url"] == "https://b.example/story/1" and merged["jaccard"] == 1.0
     assert merged["canonical_url"] == "https://a.example/story/1" and merged["rule"]["boilerplate_version"] > 0
+
+
+async def test_pages_with_soft_hyphens_are_stripped_and_judged(settings) -> None:
+    """News sites hyphenate with ``&shy;``: a page that is ASCII but for its soft hyphens is judged
+    like any other, not passed on unchecked."""
+
+    def hyphenated(host: str, n: int, **page) -> dict:
+        hyphens = item(host, n, [line.replace("w1", "w\u00ad1") for line in article(n)], **page)
+        return {**hyphens, "body_text": hyphens["body_text"].replace("\u00b7", "-")}  # the byline's dots
+
+    pipeline = await open_pipeline(settings)
+    try:
+        assert all(await asyncio.gather(*(feed(pipeline, hyphenated("a.example", n)) for n in range(3))))
+        others = [hyphenated("b.example", n, brand="Other Daily") for n in (1, 5, 6)]
+        assert await asyncio.gather(*map(functools.partial(feed, pipeline), others)) == [False, True, True]
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/duplicates"] == 1 and stats["simhash/unchecked"] == 0
 
 
 async def test_a_lone_page_waits_no_longer_than_the_warmup_timeout(settings) -> None:

@@ -176,6 +176,14 @@ def test_segment_hashes_hash_each_line_by_its_words() -> None:
     assert len(set(segment_hashes("\n".join(f"line {i}" for i in range(1000)))[0].tolist())) == 1000
 
 
+def test_invisible_characters_in_ascii_lines_hash_as_if_absent() -> None:
+    """A soft hyphen or zero width space in otherwise ASCII text is removed before tokenising, as for
+    fingerprints; the lines are still cut at the text's own line breaks."""
+    plain = "Breaking news from the newsroom\nA second line of the story"
+    marked = "Break\u00ading news from the news\u200broom\nA second line of the story"
+    np.testing.assert_array_equal(segment_hashes(marked)[0], segment_hashes(plain)[0])
+
+
 def test_segment_hashes_of_unsegmented_scripts_and_empty_text() -> None:
     hashes, counts = segment_hashes(f"{CHINESE_PARK}\n{CHINESE_RECIPE}\n{CHINESE_PARK}")
     assert hashes[0] == hashes[2] != hashes[1] and counts[0] == len(tokens(CHINESE_PARK))
