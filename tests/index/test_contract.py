@@ -279,8 +279,8 @@ async def test_a_member_whose_keys_its_group_all_lists_is_still_found_by_a_copy_
     index = await make_index()
     layout = index.layout
     a, b = hashes(86), hashes(87)
-    bounds = layout._bounds  # band i covers the hash range of sketch bins [i * rows, (i + 1) * rows)
-    band_of = lambda values: np.searchsorted(bounds[:: layout.rows], values, side="right") - 1  # noqa: E731
+    # A value's sketch bin is value * size >> 32; band i covers bins [i * rows, (i + 1) * rows).
+    band_of = lambda values: (values.astype(np.uint64) * layout.size >> 32) // layout.rows  # noqa: E731
     mixed = np.sort(np.concatenate((a[band_of(a) % 2 == 0], b[band_of(b) % 2 == 1])))  # a's even bands, b's odd
     first = await index.check_and_add(record("a", a))
     [anchor] = (await index.check_and_add(record("probe", a))).candidates

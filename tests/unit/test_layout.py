@@ -37,6 +37,14 @@ def test_sketches_stay_what_indexes_were_built_with():
     assert digest.hexdigest()[:16] == "3803eaef33184662"
 
 
+def test_sets_sketched_together_are_sketched_as_each_alone():
+    """Empty sets, sets of one hash (bins borrowed over several rounds) and full ones, in one batch."""
+    sets = [hashes(seed, count) for seed, count in enumerate((1, 0, 3, 1200, 60, 1, 2, 130))]
+    for layout in (LAYOUT, Layout(255, 3, 0.5)):
+        assert layout.sketches(sets) == [layout.sketch(values) for values in sets]
+    assert LAYOUT.sketch(hashes(0, 0)) == bytes(LAYOUT.size)
+
+
 def test_band_keys_cut_the_sketch_in_rows():
     sketch = LAYOUT.sketch(hashes(3))
     keys = LAYOUT.band_keys(sketch)
