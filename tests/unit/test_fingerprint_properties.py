@@ -201,6 +201,26 @@ def test_one_shingling_gives_the_word_count_and_the_signature(text: str, width: 
     assert fingerprinter.fingerprint(text, exclude) == without[0].fingerprint
 
 
+# Texts a batch must keep apart: line breaks at either end, a combining mark or a capital sigma at
+# an edge (NFKC and lower case look at their neighbours), invisible characters, over 255 shingles.
+EDGES = ["", "\n", "word\n", "\nword", "\u0301accent", "ΟΔΟΣ", "Σ\nσ", "soft\u00adhyphen", "東京タワー",
+         " ".join(["the same words"] * 100)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(texts, st.sampled_from(EDGES)), min_size=1, max_size=12), st.integers(1, 5),
+       st.sampled_from(["frequency", "presence"]))
+def test_texts_signed_together_are_signed_as_each_alone(batch: list[str], width: int, weighting: str) -> None:
+    """:meth:`Fingerprinter.signatures` equals :meth:`Fingerprinter.shingling` and
+    :meth:`Fingerprinter.signature` of each text, whatever its neighbours in the batch."""
+    fingerprinter = Fingerprinter(width=width, weighting=weighting)
+    for text, (words, signature) in zip(batch, fingerprinter.signatures(batch), strict=True):
+        alone = fingerprinter.signature(text)
+        assert words == fingerprinter.shingling(text).words
+        assert signature.fingerprint == alone.fingerprint
+        assert signature.hashes.dtype == np.uint32 and signature.hashes.tolist() == alone.hashes.tolist()
+
+
 all_ones = st.integers(0, 1100).map(lambda n: [2**64 - 1] * n)
 
 
