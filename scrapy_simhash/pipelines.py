@@ -29,6 +29,7 @@ from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, 
 from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key
+from scrapy_simhash.signer import Signer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -92,7 +93,7 @@ class SimhashPipeline:
         self.stats = crawler.stats
         # Bound once: each attribute access on Scrapy's StatsCollector runs its __getattribute__ hook.
         self._inc = crawler.stats.inc_value
-        self.fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
+        self.signer = Signer(Fingerprinter(width=config.shingle_width, weighting=config.weighting), self.layout)
         self.retention_classes = frozenset(config.retention or DEFAULT_RETENTION)
         self.learner = BoilerplateLearner(crawler, config) if config.boilerplate else None
         self.index: GuardedIndex | None = None
@@ -319,22 +320,22 @@ class SimhashPipeline:
     async def _judge(self, item: Any, page: Page) -> Match | None:
         """The match of ``page``, or None after indexing it as a new group's canonical."""
         stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
-        shingling = self.fingerprinter.shingling(stripped.text)
-        if shingling.words == 0:
+        signed = await self.signer.sign(stripped.text)
+        if signed.words == 0:
             self._inc("simhash/empty_content")
             return None
-        signature = self.fingerprinter.signature(shingling)
         record = Record(
             id=page.id,
             url=page.url,
-            fingerprint=signature.fingerprint,
-            hashes=signature.hashes,
+            fingerprint=signed.signature.fingerprint,
+            hashes=signed.signature.hashes,
             host=page.host,
             retention=page.retention,
         )
+        record.keep_sketch(self.layout, signed.sketch)
         assert self.index is not None
         try:
-            if shingling.words < self.config.min_words:
+            if signed.words < self.config.min_words:
                 # Too few shingles for the sketch to mean anything: the normalised tokens must match exactly.
                 self._inc("simhash/short_texts")
                 placement = await place_exact(self.index, record, exact_digest(stripped.text))

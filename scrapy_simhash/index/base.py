@@ -112,6 +112,10 @@ class Record:
             self._sketch = (layout, layout.sketch(self.hashes))
         return self._sketch[1]
 
+    def keep_sketch(self, layout: Layout, sketch: bytes) -> None:
+        """Keep the sketch of these hashes under ``layout``, computed with other records' (a batch)."""
+        self._sketch = (layout, sketch)
+
 
 class Candidate(NamedTuple):
     """An indexed record whose sketch says it may be a near-duplicate; verify before believing it."""

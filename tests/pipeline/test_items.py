@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -67,20 +68,21 @@ async def test_an_unreadable_item_is_passed_on_counted_and_said_once(tmp_path, c
 
 
 async def test_a_failure_of_our_own_code_passes_the_item_on_logged(tmp_path, caplog):
-    """A bug in a stage must not cost the user the item: it goes on unchecked, counted, with a traceback."""
+    """A bug in a stage must not cost the user the item: it goes on unchecked, counted, with a
+    traceback; so do the other items signed in the same batch."""
     pipeline = await open_pipeline(settings(tmp_path))
 
     def broken_stage(*args, **kwargs):
         raise RuntimeError("a stage broke")
 
-    pipeline.fingerprinter.signature = broken_stage  # fault injection: no real input triggers a bug
+    pipeline.signer.fingerprinter.signatures = broken_stage  # fault injection: no real input triggers a bug
     try:
-        item = {"url": "https://a.example/p", "body_text": article(1)}
-        assert await pipeline.process_item(item) is item
+        items = [{"url": f"https://a.example/{n}", "body_text": article(n)} for n in range(2)]
+        assert await asyncio.gather(*map(pipeline.process_item, items)) == items
     finally:
         await pipeline.close_spider()
     stats = simhash_stats(pipeline)
-    assert stats["simhash/unchecked"] == stats["simhash/internal_errors"] == 1
+    assert stats["simhash/unchecked"] == stats["simhash/internal_errors"] == 2
     assert "a stage broke" in caplog.text and "Traceback" in caplog.text
 
 

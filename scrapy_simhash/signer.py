@@ -1,0 +1,76 @@
+"""Signs the texts of the items in flight together.
+
+Scrapy hands the items a callback yields to up to ``CONCURRENT_ITEMS`` pipeline calls at once, and
+they reach the pipeline in the same turn of the event loop (a listing page's 50 items: one turn).
+A short text's signature and sketch cost their numpy calls more than its characters, so the texts
+submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
+:meth:`Layout.sketches`): docs/benchmarks.md "Fingerprinting" has the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from scrapy_simhash.fingerprint import Fingerprinter, Signature
+from scrapy_simhash.layout import Layout
+
+__all__ = ["BATCH_CHARACTERS", "Signed", "Signer"]
+
+#: Characters signed in one batch at most: a batch's arrays take tens of bytes a character, and a
+#: turn can bring CONCURRENT_ITEMS texts of SIMHASH_MAX_CHARS each. A longer text is signed alone.
+BATCH_CHARACTERS = 1 << 18
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A text's token count, signature and sketch."""
+
+    words: int
+    signature: Signature
+    sketch: bytes
+
+
+class Signer:
+    """Signs texts under one fingerprinter and layout, batching those submitted in one loop turn."""
+
+    def __init__(self, fingerprinter: Fingerprinter, layout: Layout) -> None:
+        self.fingerprinter = fingerprinter
+        self.layout = layout
+        self._waiting: list[tuple[str, asyncio.Future[Signed]]] = []
+
+    async def sign(self, text: str) -> Signed:
+        """``text``'s signature, signed with the other texts submitted in this turn of the loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Signed] = loop.create_future()
+        self._waiting.append((text, future))
+        if len(self._waiting) == 1:
+            loop.call_soon(self._sign_waiting)
+        return await future
+
+    def sign_all(self, texts: list[str]) -> list[Signed]:
+        """The signatures of ``texts``, in batches of at most :data:`BATCH_CHARACTERS` characters."""
+        signed: list[Signed] = []
+        start = 0
+        while start < len(texts):
+            end, size = start + 1, len(texts[start])
+            while end < len(texts) and size + len(texts[end]) <= BATCH_CHARACTERS:
+                size += len(texts[end])
+                end += 1
+            batch = self.fingerprinter.signatures(texts[start:end])
+            sketches = self.layout.sketches([signature.hashes for _, signature in batch])
+            signed += (Signed(words, signature, sketch) for (words, signature), sketch in zip(batch, sketches))
+            start = end
+        return signed
+
+    def _sign_waiting(self) -> None:
+        waiting = [(text, future) for text, future in self._waiting if not future.done()]  # not cancelled
+        self._waiting = []
+        try:
+            signed = self.sign_all([text for text, _ in waiting])
+        except Exception as exc:  # a bug of ours: each item is passed on unchecked, loudly
+            for _, future in waiting:
+                future.set_exception(exc)
+            return
+        for (_, future), one in zip(waiting, signed, strict=True):
+            future.set_result(one)

@@ -1,0 +1,60 @@
+"""The signer: the texts of items in flight are signed together, each as it would be alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+from texts import article
+
+from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.layout import Layout
+from scrapy_simhash.signer import BATCH_CHARACTERS, Signer
+
+LAYOUT = Layout(bands=22, rows=6, min_estimate=0.74)
+
+
+class CountingFingerprinter(Fingerprinter):
+    """A fingerprinter that records how many texts each batch held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def signatures(self, texts):
+        self.batches.append(len(texts))
+        return super().signatures(texts)
+
+
+async def test_texts_submitted_in_one_turn_are_signed_in_one_batch() -> None:
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    texts = [article(n, words=150) for n in range(40)]
+    signed = await asyncio.gather(*map(signer.sign, texts))
+    assert fingerprinter.batches == [40]
+    for text, one in zip(texts, signed, strict=True):
+        alone = Fingerprinter().signature(text)
+        assert one.signature.fingerprint == alone.fingerprint and one.sketch == LAYOUT.sketch(alone.hashes)
+        assert one.words == 150
+    await signer.sign(texts[0])  # alone in its turn
+    assert fingerprinter.batches == [40, 1]
+
+
+async def test_a_batch_holds_a_bounded_number_of_characters() -> None:
+    """Batching saves numpy calls on short texts; long ones are signed apart, so arrays stay bounded."""
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    long = "word " * (BATCH_CHARACTERS // 5 + 1)
+    texts = ["short one"] * 3 + [long] + ["short two"] * 2
+    signed = await asyncio.gather(*map(signer.sign, texts))
+    assert fingerprinter.batches == [3, 1, 2]
+    assert [one.words for one in signed] == [2, 2, 2, BATCH_CHARACTERS // 5 + 1, 2, 2]
+
+
+async def test_a_cancelled_item_is_left_out_of_its_batch() -> None:
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    waiting = [asyncio.ensure_future(signer.sign(article(n, words=50))) for n in range(3)]
+    await asyncio.sleep(0)  # each item submits its text
+    waiting[1].cancel()
+    await asyncio.wait(waiting)
+    assert fingerprinter.batches == [2] and waiting[1].cancelled() and waiting[2].result().words == 50
