@@ -93,7 +93,8 @@ class SimhashPipeline:
         self.stats = crawler.stats
         # Bound once: each attribute access on Scrapy's StatsCollector runs its __getattribute__ hook.
         self._inc = crawler.stats.inc_value
-        self.signer = Signer(Fingerprinter(width=config.shingle_width, weighting=config.weighting), self.layout)
+        fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
+        self.signer = Signer(fingerprinter, self.layout, crawler.stats)
         self.retention_classes = frozenset(config.retention or DEFAULT_RETENTION)
         self.learner = BoilerplateLearner(crawler, config) if config.boilerplate else None
         self.index: GuardedIndex | None = None

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scrapy_simhash.fingerprint import Fingerprinter, Signature
 from scrapy_simhash.layout import Layout
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
 
 __all__ = ["BATCH_CHARACTERS", "Signed", "Signer"]
 
@@ -34,9 +38,10 @@ class Signed:
 class Signer:
     """Signs texts under one fingerprinter and layout, batching those submitted in one loop turn."""
 
-    def __init__(self, fingerprinter: Fingerprinter, layout: Layout) -> None:
+    def __init__(self, fingerprinter: Fingerprinter, layout: Layout, stats: StatsCollector | None = None) -> None:
         self.fingerprinter = fingerprinter
         self.layout = layout
+        self.stats = stats  # simhash/signed_together_max: the most texts one turn brought
         self._waiting: list[tuple[str, asyncio.Future[Signed]]] = []
 
     async def sign(self, text: str) -> Signed:
@@ -66,6 +71,8 @@ class Signer:
     def _sign_waiting(self) -> None:
         waiting = [(text, future) for text, future in self._waiting if not future.done()]  # not cancelled
         self._waiting = []
+        if self.stats is not None:
+            self.stats.max_value("simhash/signed_together_max", len(waiting))
         try:
             signed = self.sign_all([text for text, _ in waiting])
         except Exception as exc:  # a bug of ours: each item is passed on unchecked, loudly

@@ -7,7 +7,8 @@ Each item is the answer to a request (a ``data:`` URL, nothing leaves the machin
 ``OUT_DIR/kept.jsonl`` (a feed), the merge log goes to ``OUT_DIR/merges.jsonl`` and the crawl's
 stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR`` the spider
 announces itself there and emits nothing until a ``go`` file appears, so that several crawler
-processes really ingest at the same moment. Used by the multi-process and fail-mode tests.
+processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
+the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ class StreamSpider(Spider):
             (self.barrier / f"ready-{os.getpid()}").touch()
             while not (self.barrier / "go").exists():
                 await asyncio.sleep(0.01)
+        per_page = self.settings.getint("STREAM_ITEMS_PER_PAGE", 1)
         with open(self.items_path, encoding="utf-8") as lines:
-            for number, line in enumerate(lines):
-                yield Request(f"data:,{number}", cb_kwargs={"item": json.loads(line)}, dont_filter=True)
+            items = [json.loads(line) for line in lines]
+        for number in range(0, len(items), per_page):
+            yield Request(f"data:,{number}", cb_kwargs={"items": items[number : number + per_page]}, dont_filter=True)
 
-    def parse(self, response, item: dict) -> dict:
-        return item
+    def parse(self, response, items: list[dict]) -> list[dict]:
+        return items
 
 
 class StallPipeline:
