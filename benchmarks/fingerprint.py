@@ -7,7 +7,8 @@ Every figure is measured in this run on the same machine, so the printed ratios 
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
 Short texts (listings, titles) are timed apart: the corpus cut into pieces of about 1 KB and 10 KB
 at spaces, each size against the floor on the same pieces, timed alternately in rounds of 100 texts;
-at 1 KB also with the verification hashes and with the default layout's sketch, as the pipeline has it.
+at 1 KB also with the verification hashes and with the default layout's sketch, and signed as the
+pipeline signs them: the items of one turn of the event loop together (Signer.sign_all), N at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,7 @@ import numpy as np
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming
 from scrapy_simhash.settings import DEFAULTS
+from scrapy_simhash.signer import Signer
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
@@ -58,7 +61,7 @@ def throughput(func: Callable[[str], object], texts: list[str], megabytes: float
     return megabytes / min(seconds(func, texts) for _ in range(repeat))
 
 
-def seconds(func: Callable[[str], object], texts: list[str]) -> float:
+def seconds(func: Callable[[Any], object], texts: list[Any]) -> float:
     start = time.perf_counter()
     for text in texts:
         func(text)
@@ -79,15 +82,18 @@ def pieces(texts: list[str], size: int) -> list[str]:
     return found
 
 
-def against_floor(label: str, func: Callable[[str], object], texts: list[str], rounds: int, batch: int = 100) -> None:
+def against_floor(
+    label: str, func: Callable[[str], object], texts: list[str], rounds: int, batch: int = 128, together: int = 0
+) -> None:
     """MB/s of ``func`` and of the floor on the same ``texts``: in each round both time the same batch
     of texts one after the other, and the medians over the rounds are printed (a round that a burst of
-    load hit is an outlier, not the result)."""
+    load hit is an outlier, not the result). With ``together``, ``func`` takes lists of that many texts."""
     floor_rates, rates, ratios, per_text = [], [], [], []
     for start in range(0, rounds * batch, batch):
         chunk = (texts[start % len(texts) :] + texts)[:batch]
         megabytes = sum(len(t.encode()) for t in chunk) / 1e6
-        floor, ours = seconds(tokenise_floor, chunk), seconds(func, chunk)
+        groups = [chunk[i : i + together] for i in range(0, batch, together)] if together else chunk
+        floor, ours = seconds(tokenise_floor, chunk), seconds(func, groups)
         floor_rates.append(megabytes / floor)
         rates.append(megabytes / ours)
         ratios.append(floor / ours)
@@ -198,6 +204,13 @@ def main() -> None:
         layout.sketch(signature(text).hashes)
 
     against_floor("~1,000 characters, and the sketch", signature_and_sketch, short, rounds)
+    signer = Signer(Fingerprinter(), layout)
+    for together in (1, 4, 16, 64):
+        label = f"~1,000 characters, {together} signed together"
+        against_floor(label, signer.sign_all, short, rounds, together=together)
+    pages = rng.sample(texts, len(texts))
+    against_floor("whole pages, signature and sketch", signature_and_sketch, pages, rounds)
+    against_floor("whole pages, 16 signed together", signer.sign_all, pages, rounds, together=16)
 
     bodies = {doc["body_text"] for doc in docs}
     paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}
