@@ -113,7 +113,7 @@ class Record:
         return self._sketch[1]
 
     def keep_sketch(self, layout: Layout, sketch: bytes) -> None:
-        """Keep the sketch of these hashes under ``layout``, computed with other records' (a batch)."""
+        """Take ``sketch`` as the record's sketch under ``layout``: computed in a batch with others'."""
         self._sketch = (layout, sketch)
 
 
