@@ -10,7 +10,7 @@ import dataclasses
 import tracemalloc
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline_harness import feed_judged, open_pipeline, simhash_stats
@@ -131,10 +131,29 @@ async def any_backend_pipeline(request, tmp_path):
     await opened.close_spider()
 
 
+@pytest.fixture
+async def learning_pipeline(tmp_path):
+    """With the furniture learner on, as the add-on has it; a host's warm-up ends at once."""
+    opened = await open_pipeline(
+        hostile_settings(tmp_path, SIMHASH_BOILERPLATE=True, SIMHASH_BOILERPLATE_WARMUP_TIMEOUT=0.0)
+    )
+    yield opened
+    await opened.close_spider()
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(item=items)
 async def test_any_item_is_fingerprinted_or_counted(pipeline, item) -> None:
     await feed_judged(pipeline, item)
+    assert simhash_stats(pipeline)["simhash/internal_errors"] == 0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(item=items)
+@example(item={"url": "https://a.example/", "body_text": "ASCII but for soft hy\u00adphens\nand lines " * 30})
+async def test_any_item_is_stripped_and_fingerprinted_or_counted(learning_pipeline, item) -> None:
+    await feed_judged(learning_pipeline, item)
+    assert simhash_stats(learning_pipeline)["simhash/internal_errors"] == 0
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
