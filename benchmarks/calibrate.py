@@ -101,9 +101,15 @@ def main() -> None:
     fingerprinter = Fingerprinter()
     hashes = [fingerprinter.signature(d.text).hashes for d in documents]
     truth = ground_truth(hashes, min(THRESHOLDS))
-    print(f"{len(documents)} documents, {len(truth)} pairs with J >= {min(THRESHOLDS)} ({time.perf_counter() - started:.0f}s)")
+    print(
+        f"{len(documents)} documents, {len(truth)} pairs with J >= {min(THRESHOLDS)} "
+        f"({time.perf_counter() - started:.0f}s)"
+    )
     rows, measured = [], {}
-    print(f"{'J>=':>5} {'target':>6}  layout{'':14} {'P(T)':>6} {'P(T-.1)':>7}  recall .82/.90/.95  cand/lookup  cand.prec")
+    print(
+        f"{'J>=':>5} {'target':>6}  layout{'':14} {'P(T)':>6} {'P(T-.1)':>7}  "
+        "recall .82/.90/.95  cand/lookup  cand.prec"
+    )
     for threshold in THRESHOLDS:
         for target in TARGETS:
             try:
@@ -125,7 +131,8 @@ def main() -> None:
             }
             rows.append(row)
             print(
-                f"{threshold:>5.2f} {target:>6.2f}  {layout.bands:>2} x {layout.rows} >= {layout.min_estimate:.2f}{'':6} "
+                f"{threshold:>5.2f} {target:>6.2f}  {layout.bands:>2} x {layout.rows} "
+                f">= {layout.min_estimate:.2f}{'':6} "
                 f"{row['model_recall_at_threshold']:>6.3f} {row['model_near_miss']:>7.3f}  "
                 f"{'/'.join(f'{v:.4f}' for v in m['recall'].values())}  {m['candidates_per_lookup']:>11.2f}  "
                 f"{m['candidate_precision']:>9.3f}",

@@ -187,8 +187,8 @@ async def measure(
         queries = driver.near_queries(size, targets)
         dup, hits = await timed([lambda q=q: driver.lookup(q) for q in queries], admin)
         report({"label": driver.label, "backend": backend, "size": size, "records": records,
-                 "fill_per_s": fill_rate, "fill_candidates": found, "bytes_per_record": used / records,
-                 "new": new, "near": dup, "near_found": sum(hits) / max(near, 1)})
+                "fill_per_s": fill_rate, "fill_candidates": found, "bytes_per_record": used / records,
+                "new": new, "near": dup, "near_found": sum(hits) / max(near, 1)})
     await driver.close()
     if admin:
         admin.close()

@@ -158,7 +158,9 @@ async def open_pipeline(redis_url: str, log_dir: Path, merge_log: str = "file") 
             "SIMHASH_INDEX_URL": redis_url,
             "SIMHASH_FIELDS": ["title", "body_text"],
             "SIMHASH_HTML_FIELDS": [],  # the corpus is plain text: say so, as a user would
-            "SIMHASH_MERGE_LOG": f"{redis_url}?stream={STREAM}" if merge_log == "stream" else str(log_dir / "merges.jsonl"),
+            "SIMHASH_MERGE_LOG": (
+                f"{redis_url}?stream={STREAM}" if merge_log == "stream" else str(log_dir / "merges.jsonl")
+            ),
             "SIMHASH_REVIEW_LOG": "",
             "LOG_LEVEL": "WARNING",
         },
@@ -407,10 +409,12 @@ def main() -> None:
     print(f"  used_memory: {memory / max(kept, 1):.0f} B per kept item, {memory / count:.0f} B per item "
           f"(records, page data, bands; merge stream apart)")
     if stream_entries:
-        print(f"  merge stream: {stream_entries} entries, {stream_bytes / 2**20:.1f} MB ({stream_bytes / count:.0f} B per item)")
+        print(f"  merge stream: {stream_entries} entries, {stream_bytes / 2**20:.1f} MB "
+              f"({stream_bytes / count:.0f} B per item)")
     tenth = max(1, len(curve) // 10)
     print("  items/s by tenth of the run: " + " ".join(
-        f"{len(part) / sum(1 / r for r in part):.0f}" for part in (curve[i:i + tenth] for i in range(0, len(curve), tenth))))
+        f"{len(part) / sum(1 / r for r in part):.0f}"
+        for part in (curve[i:i + tenth] for i in range(0, len(curve), tenth))))
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
     print(f"\nthroughput ratio: {rate / base_mean:.1f}x the baseline's items/s (target >= 20x)")
     if stats.get("simhash/unchecked"):

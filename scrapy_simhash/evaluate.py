@@ -93,7 +93,9 @@ def read_documents(path: str | Path, fields: Sequence[str], keys: Counter[str] |
         try:
             text = extract_text(obj, fields).text
         except BadFieldError as exc:
-            logger.warning("%(path)s:%(line)d: %(error)s, read as no text", {"path": path, "line": number, "error": exc})
+            logger.warning(
+                "%(path)s:%(line)d: %(error)s, read as no text", {"path": path, "line": number, "error": exc}
+            )
             text = ""
         documents.append(Document(str(obj.get("id", url or number)), url, text))
     return documents
@@ -239,7 +241,9 @@ async def run_pairs(
     return PairRun(configuration, candidates, lookups, time.perf_counter() - started)
 
 
-def pair_rows(run: PairRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS) -> list[PairRow]:
+def pair_rows(
+    run: PairRun, truth: dict[tuple[int, int], float], thresholds: Sequence[float] = THRESHOLDS
+) -> list[PairRow]:
     """The evaluation of one index run at each threshold (``truth`` must reach down to the lowest)."""
     out = []
     for threshold in thresholds:
@@ -326,7 +330,9 @@ async def run_items(
         for later in ((j,) if position[i] < position[j] else (i,))
     }
     label = "corpus" if seed is None else f"shuffled (seed {seed})"
-    return ItemRun(configuration, label, threshold, flagged, false_merges, canonicals, findable, Scores.of(flagged, should))
+    return ItemRun(
+        configuration, label, threshold, flagged, false_merges, canonicals, findable, Scores.of(flagged, should)
+    )
 
 
 def format_item_runs(runs: Sequence[ItemRun]) -> str:
@@ -357,7 +363,9 @@ def plot(runs: Sequence[PairRun], truth: dict[tuple[int, int], float], path: str
     edges = np.round(np.arange(0.5, 1.0001, 0.025), 3)
     for run in runs:
         layout = run.configuration.layout
-        line = axes.plot(curve, [layout.candidate_probability(j) for j in curve], label=f"{run.configuration.label} (model)")
+        line = axes.plot(
+            curve, [layout.candidate_probability(j) for j in curve], label=f"{run.configuration.label} (model)"
+        )
         centres, found = [], []
         for low, high in zip(edges[:-1], edges[1:]):
             pairs = [pair for pair, j in truth.items() if low <= j < high or (high == 1.0 and j == 1.0)]

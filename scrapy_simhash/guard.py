@@ -154,14 +154,17 @@ class GuardedIndex:
         self._failed_items += 1
         if self._failing_since is None:
             self._failing_since = self._summarised_at = now
-            logger.warning("SimHash %(message)s: %(consequence)s", {"message": message, "consequence": self.consequence})
+            logger.warning(
+                "SimHash %(message)s: %(consequence)s", {"message": message, "consequence": self.consequence}
+            )
         elif now - self._summarised_at >= SUMMARY_INTERVAL:
             self._summarise()
         return IndexUnavailable(message, exc)
 
     def _summarise(self, closing: bool = False) -> None:
         logger.warning(
-            "SimHash index %(location)s %(state)s: %(items)d calls failed in the last %(seconds).0f s (last error: %(error)s)",
+            "SimHash index %(location)s %(state)s: %(items)d calls failed in the last %(seconds).0f s "
+            "(last error: %(error)s)",
             {
                 "location": self.index.location,
                 "state": "failed until the spider closed" if closing else "still failing",

@@ -85,7 +85,9 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         try:
             config = read(self.settings, "eval")
-            configurations = [self._configuration(label.strip(), config) for label in (opts.layouts or "configured").split(",")]
+            configurations = [
+                self._configuration(label.strip(), config) for label in (opts.layouts or "configured").split(",")
+            ]
         except ValueError as exc:
             raise UsageError(str(exc), print_help=False) from None
 

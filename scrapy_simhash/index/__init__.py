@@ -82,7 +82,9 @@ def open_index(
     """
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
-        raise ValueError(f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {url!r}")
+        raise ValueError(
+            f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {url!r}"
+        )
     backend = load_object(BACKENDS[scheme])
     return backend(
         url,

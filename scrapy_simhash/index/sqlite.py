@@ -212,7 +212,9 @@ class SQLiteIndex(Index):
 
     def _close(self) -> None:
         if self._db is not None:
-            self._write("DELETE FROM sessions WHERE session = ? OR alive_until < ?", (self.session, self.retention.clock()))
+            self._write(
+                "DELETE FROM sessions WHERE session = ? OR alive_until < ?", (self.session, self.retention.clock())
+            )
         self._disconnect()
 
     def _disconnect(self) -> None:
@@ -330,7 +332,9 @@ class SQLiteIndex(Index):
     def _expiry(self, ttl: float | None) -> float | None:
         return None if ttl is None else self.retention.clock() + ttl
 
-    def _store(self, record: Record, sketch: bytes, gid: int, *, banded: bool, digest: bytes | None, pending: bool) -> int:
+    def _store(
+        self, record: Record, sketch: bytes, gid: int, *, banded: bool, digest: bytes | None, pending: bool
+    ) -> int:
         db = self._connection()
         rid = db.execute(
             "INSERT INTO records (gid, banded, pending, session, id, url, host, fingerprint, sketch, hashes, digest,"

@@ -142,7 +142,9 @@ async def test_a_recrawl_finds_the_pages_it_kept(settings):
         await first.close_spider()
     again = await open_pipeline(settings())
     try:
-        assert [await feed(again, {"url": f"https://s/{i}", "body_text": t}) for i, t in enumerate(texts)] == [False] * 3
+        assert [
+            await feed(again, {"url": f"https://s/{i}", "body_text": t}) for i, t in enumerate(texts)
+        ] == [False] * 3
     finally:
         await again.close_spider()
 

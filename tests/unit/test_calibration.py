@@ -31,7 +31,9 @@ def test_an_explicit_layout_wins_and_a_bad_one_says_what_is_expected():
         layout_for(0.82, 0.99, {"bands": 8})
 
 
-@pytest.mark.parametrize("threshold, target, message", [(0.3, 0.9, "calibrated for thresholds"), (0.82, 0.9999, "calibrated up to")])
+@pytest.mark.parametrize(
+    "threshold, target, message", [(0.3, 0.9, "calibrated for thresholds"), (0.82, 0.9999, "calibrated up to")]
+)
 def test_out_of_the_table_is_refused_with_the_way_out(threshold, target, message):
     with pytest.raises(ValueError, match=message):
         calibrated_layout(threshold, target)

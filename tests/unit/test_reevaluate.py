@@ -40,7 +40,9 @@ def _entries() -> list[dict]:
 
 
 def _flipped(threshold: float) -> list[tuple[str, str, str]]:
-    return [(f.decision.entry["duplicate_id"], f.before, f.after) for f in flips(parse_decisions(_entries())[0], threshold)]
+    return [
+        (f.decision.entry["duplicate_id"], f.before, f.after) for f in flips(parse_decisions(_entries())[0], threshold)
+    ]
 
 
 def test_replaying_the_logged_rule_flips_nothing() -> None:
@@ -64,7 +66,9 @@ def test_the_table_header_lines_up_with_its_rows() -> None:
     """Issue 14.2: the header's columns stood 7 characters left of the rows' (timestamps are 32 wide)."""
     entries = _entries()
     entries[0]["timestamp"] = "2026-12-03T16:15:11+00:00"  # another writer's precision: a shorter value
-    entries[3] = {**entries[3], "decision": "merged", "canonical_id": None, "canonical_url": None, "erased": ["canonical"]}
+    entries[3] = {
+        **entries[3], "decision": "merged", "canonical_id": None, "canonical_url": None, "erased": ["canonical"]
+    }
     decisions, _ = parse_decisions(entries)
     header, *rows, summary = format_flips(flips(decisions, 0.95), len(decisions)).splitlines()
     assert len(rows) == 3 and summary.startswith("3 of 4 decisions flip")
