@@ -276,9 +276,9 @@ def _tokenise_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     else:
         normalised = [_normalised(text) for text in texts]
         lengths = [len(points) for points, _, _ in normalised]
-        points, classes = (
-            np.concatenate([part for one in normalised for part in (one[i], _LINE_BREAK[i])][:-1]) for i in (0, 1)
-        )
+        parts = [part for points, classes, _ in normalised for part in ((points, classes), _LINE_BREAK)][:-1]
+        points = np.concatenate([points for points, _ in parts])
+        classes = np.concatenate([classes for _, classes in parts])
         points, starts, word, zeroed = _tokenise_points(points, classes, max(top for _, _, top in normalised))
     separators = (np.array(lengths[:-1], dtype=np.intp) + 1).cumsum() - 1
     bounds = np.zeros(len(texts) + 1, dtype=np.intp)
