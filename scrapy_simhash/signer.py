@@ -10,8 +10,9 @@ submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from scrapy_simhash.fingerprint import Fingerprinter, Signature
 from scrapy_simhash.layout import Layout
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 __all__ = ["BATCH_CHARACTERS", "Signed", "Signer"]
+
+T = TypeVar("T")
 
 #: Characters signed in one batch at most: a batch's arrays take tens of bytes a character, and a
 #: turn can bring CONCURRENT_ITEMS texts of SIMHASH_MAX_CHARS each. A longer text is signed alone.
@@ -55,29 +58,37 @@ class Signer:
 
     def sign_all(self, texts: list[str]) -> list[Signed]:
         """The signatures of ``texts``, in batches of at most :data:`BATCH_CHARACTERS` characters."""
-        signed: list[Signed] = []
-        start = 0
-        while start < len(texts):
-            end, size = start + 1, len(texts[start])
-            while end < len(texts) and size + len(texts[end]) <= BATCH_CHARACTERS:
-                size += len(texts[end])
-                end += 1
-            batch = self.fingerprinter.signatures(texts[start:end])
-            sketches = self.layout.sketches([signature.hashes for _, signature in batch])
-            signed += (Signed(words, signature, sketch) for (words, signature), sketch in zip(batch, sketches))
-            start = end
-        return signed
+        return [one for batch in _batches(texts) for one in self._sign_batch(batch)]
+
+    def _sign_batch(self, texts: list[str]) -> list[Signed]:
+        signed = self.fingerprinter.signatures(texts)
+        sketches = self.layout.sketches([signature.hashes for _, signature in signed])
+        return [Signed(words, signature, sketch) for (words, signature), sketch in zip(signed, sketches, strict=True)]
 
     def _sign_waiting(self) -> None:
         waiting = [(text, future) for text, future in self._waiting if not future.done()]  # not cancelled
         self._waiting = []
+        for batch in _batches(waiting, key=lambda one: one[0]):
+            try:
+                signed = self._sign_batch([text for text, _ in batch])
+            except Exception as exc:  # a bug of ours: the batch's items are passed on unchecked, loudly
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            for (_, future), one in zip(batch, signed, strict=True):
+                future.set_result(one)
         if self.stats is not None:
             self.stats.max_value("simhash/signed_together_max", len(waiting))
-        try:
-            signed = self.sign_all([text for text, _ in waiting])
-        except Exception as exc:  # a bug of ours: each item is passed on unchecked, loudly
-            for _, future in waiting:
-                future.set_exception(exc)
-            return
-        for (_, future), one in zip(waiting, signed, strict=True):
-            future.set_result(one)
+
+
+def _batches(entries: list[T], key: Callable[[T], str] = lambda text: text) -> Iterator[list[T]]:
+    """``entries`` in order, cut into runs whose texts (``key``) hold at most :data:`BATCH_CHARACTERS`
+    characters together; a longer text makes a run of its own."""
+    start = 0
+    while start < len(entries):
+        end, size = start + 1, len(key(entries[start]))
+        while end < len(entries) and size + len(key(entries[end])) <= BATCH_CHARACTERS:
+            size += len(key(entries[end]))
+            end += 1
+        yield entries[start:end]
+        start = end

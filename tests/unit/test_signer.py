@@ -58,3 +58,20 @@ async def test_a_cancelled_item_is_left_out_of_its_batch() -> None:
     waiting[1].cancel()
     await asyncio.wait(waiting)
     assert fingerprinter.batches == [2] and waiting[1].cancelled() and waiting[2].result().words == 50
+
+
+class FailingFingerprinter(Fingerprinter):
+    """Fault injection: a batch holding a text that starts with "BAD" raises (no real input does)."""
+
+    def signatures(self, texts):
+        if any(text.startswith("BAD") for text in texts):
+            raise MemoryError("a batch failed")
+        return super().signatures(texts)
+
+
+async def test_a_failed_batch_fails_its_own_items_only() -> None:
+    """Items of the same turn in other batches are signed: one failure costs no more than one batch."""
+    signer = Signer(FailingFingerprinter(), LAYOUT)
+    texts = ["short one", "short two", "BAD " + "word " * (BATCH_CHARACTERS // 5), "short three"]
+    outcomes = await asyncio.gather(*map(signer.sign, texts), return_exceptions=True)
+    assert [type(outcome).__name__ for outcome in outcomes] == ["Signed", "Signed", "MemoryError", "Signed"]
