@@ -292,8 +292,10 @@ def _shingle_hashes_joined(token_hashes: np.ndarray, counts: np.ndarray, width: 
     text, and each text's shingle count: :func:`_shingle_hashes` of each text, in one correlation.
 
     Each text is preceded by ``width - 1`` zero hashes, which add nothing to a fold: a text of fewer
-    tokens than ``width`` gets its one shingle from the window that ends at its last token.
+    tokens than ``width`` gets its one shingle from the window that ends at its last token. A width
+    past the longest text is that text's length (the same shingles, fewer zeros).
     """
+    width = max(1, min(width, int(counts.max(initial=0))))
     pad = width - 1
     padded = np.zeros(len(token_hashes) + pad * len(counts), dtype=np.uint64)
     padding = pad * np.arange(1, len(counts) + 1)

@@ -91,6 +91,8 @@ class Layout:
         """The sketch of each of ``hash_sets`` (as :meth:`sketch`), computed together: on a short text
         a sketch costs its ~20 numpy calls more than its values, and a batch pays for them once."""
         k, count = self.size, len(hash_sets)
+        if not count:
+            return []
         sizes = np.fromiter(map(len, hash_sets), dtype=np.intp, count=count)
         values = np.concatenate(hash_sets) if count > 1 else np.asarray(hash_sets[0])
         # Bin j holds [ceil(j * 2**32 / k), ceil((j + 1) * 2**32 / k)): exactly the values v with

@@ -42,7 +42,7 @@ def test_sets_sketched_together_are_sketched_as_each_alone():
     sets = [hashes(seed, count) for seed, count in enumerate((1, 0, 3, 1200, 60, 1, 2, 130))]
     for layout in (LAYOUT, Layout(255, 3, 0.5)):
         assert layout.sketches(sets) == [layout.sketch(values) for values in sets]
-    assert LAYOUT.sketch(hashes(0, 0)) == bytes(LAYOUT.size)
+    assert LAYOUT.sketch(hashes(0, 0)) == bytes(LAYOUT.size) and LAYOUT.sketches([]) == []
 
 
 def test_band_keys_cut_the_sketch_in_rows():
