@@ -6,7 +6,7 @@ then the distance a one-word edit causes on corpus paragraphs, against Charikar'
 Every figure is measured in this run on the same machine, so the printed ratios are what to compare
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
 Short texts (listings, titles) are timed apart: the corpus cut into pieces of about 1 KB and 10 KB
-at spaces, each size against the floor on the same pieces, timed alternately in rounds of 100 texts;
+at spaces, each size against the floor on the same pieces, timed alternately in rounds of 128 texts;
 at 1 KB also with the verification hashes and with the default layout's sketch, and signed as the
 pipeline signs them: the items of one turn of the event loop together (Signer.sign_all), N at a time.
 """
