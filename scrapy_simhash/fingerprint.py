@@ -453,9 +453,7 @@ def _distinct_runs(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, 
     starts = ends - counts
     for start, end in zip(starts.tolist(), ends.tolist()):
         values[start:end].sort()
-    first = np.empty(len(values), dtype=bool)
-    first[:1] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
+    first = first_of_runs(values)
     first[starts[counts > 0]] = True
     before = np.zeros(len(values) + 1, dtype=np.intp)
     np.cumsum(first, out=before[1:])
@@ -472,10 +470,15 @@ def _sorted_distinct(values: np.ndarray) -> np.ndarray:
 
 def _distinct_of_sorted(ordered: np.ndarray) -> np.ndarray:
     """The first of each run of equal values of sorted ``ordered``."""
-    first = np.empty(len(ordered), dtype=bool)
+    return ordered[first_of_runs(ordered)]
+
+
+def first_of_runs(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal neighbours of ``values`` starts (a bool mask the caller owns)."""
+    first = np.empty(len(values), dtype=bool)
     first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    return ordered[first]
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first
 
 
 # Words used throughout: "shingles" are the strings (:func:`shingles`); "shingle hashes" their 64-bit

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import fmix64
+from scrapy_simhash.fingerprint import first_of_runs, fmix64
 
 __all__ = ["Layout"]
 
@@ -101,9 +101,7 @@ class Layout:
         cells = (values.astype(_U64) * self._size_u64 >> _SHIFT32).astype(np.intp)
         if count > 1:
             cells += np.repeat(np.arange(0, count * k, k), sizes)
-        first = np.empty(len(cells), dtype=bool)
-        first[:1] = True
-        np.not_equal(cells[1:], cells[:-1], out=first[1:])
+        first = first_of_runs(cells)
         filled = np.zeros(count * k, dtype=bool)
         sketch = np.zeros(count * k, dtype=np.uint8)
         cells = cells[first]
