@@ -53,9 +53,14 @@ async def test_a_batch_holds_a_bounded_number_of_characters() -> None:
 async def test_a_cancelled_item_is_left_out_of_its_batch() -> None:
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
-    waiting = [asyncio.ensure_future(signer.sign(article(n, words=50))) for n in range(3)]
-    await asyncio.sleep(0)  # each item submits its text
-    waiting[1].cancel()
+    waiting: list[asyncio.Future] = []
+
+    async def cancel_the_second_then_sign() -> object:
+        waiting[1].cancel()  # it has submitted its text: the items run in order in this turn
+        return await signer.sign(article(2, words=50))
+
+    waiting += [asyncio.ensure_future(signer.sign(article(n, words=50))) for n in range(2)]
+    waiting.append(asyncio.ensure_future(cancel_the_second_then_sign()))
     await asyncio.wait(waiting)
     assert fingerprinter.batches == [2] and waiting[1].cancelled() and waiting[2].result().words == 50
 
