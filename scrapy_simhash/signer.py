@@ -66,19 +66,25 @@ class Signer:
         return [Signed(words, signature, sketch) for (words, signature), sketch in zip(signed, sketches, strict=True)]
 
     def _sign_waiting(self) -> None:
-        waiting = [(text, future) for text, future in self._waiting if not future.done()]  # not cancelled
-        self._waiting = []
-        for batch in _batches(waiting, key=lambda one: one[0]):
-            try:
-                signed = self._sign_batch([text for text, _ in batch])
-            except Exception as exc:  # a bug of ours: the batch's items are passed on unchecked, loudly
-                for _, future in batch:
-                    future.set_exception(exc)
-                continue
-            for (_, future), one in zip(batch, signed, strict=True):
-                future.set_result(one)
+        waiting, self._waiting = self._waiting, []
         if self.stats is not None:
             self.stats.max_value("simhash/signed_together_max", len(waiting))
+        self._sign_batches(list(_batches(waiting, key=lambda one: one[0])), 0)
+
+    def _sign_batches(self, batches: list[list[tuple[str, asyncio.Future[Signed]]]], at: int) -> None:
+        """Sign a turn's batch ``at``, and let the loop run before the next: a turn of long texts
+        signed in one callback would hold it for seconds."""
+        batch = [(text, future) for text, future in batches[at] if not future.done()]  # not cancelled
+        try:
+            signed = self._sign_batch([text for text, _ in batch]) if batch else []
+        except Exception as exc:  # a bug of ours: the batch's items are passed on unchecked, loudly
+            for _, future in batch:
+                future.set_exception(exc)
+        else:
+            for (_, future), one in zip(batch, signed, strict=True):
+                future.set_result(one)
+        if at + 1 < len(batches):  # after this batch's items, which go on to their lookups first
+            asyncio.get_running_loop().call_soon(self._sign_batches, batches, at + 1)
 
 
 def _batches(entries: list[T], key: Callable[[T], str] = lambda text: text) -> Iterator[list[T]]:

@@ -80,3 +80,44 @@ async def test_a_failed_batch_fails_its_own_items_only() -> None:
     texts = ["short one", "short two", "BAD " + "word " * (BATCH_CHARACTERS // 5), "short three"]
     outcomes = await asyncio.gather(*map(signer.sign, texts), return_exceptions=True)
     assert [type(outcome).__name__ for outcome in outcomes] == ["Signed", "Signed", "MemoryError", "Signed"]
+
+
+async def test_the_loop_runs_between_the_batches_of_one_turn() -> None:
+    """A turn of long texts is signed a batch per loop callback: I/O and other items' work run between
+    batches instead of waiting for the whole turn (CONCURRENT_ITEMS texts of SIMHASH_MAX_CHARS: seconds)."""
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    long = "word " * (BATCH_CHARACTERS // 5)
+    seen_between: list[list[int]] = []
+
+    def between() -> None:  # queued behind the signer's first callback
+        seen_between.append(list(fingerprinter.batches))
+
+    async def queue_between_then_sign(text: str) -> object:
+        asyncio.get_running_loop().call_soon(between)  # the first item has queued the signer's callback
+        return await signer.sign(text)
+
+    waiting = [asyncio.ensure_future(signer.sign(long + str(n))) for n in range(2)]
+    waiting.append(asyncio.ensure_future(queue_between_then_sign(long + "2")))
+    signed = await asyncio.gather(*waiting)
+    assert fingerprinter.batches == [1, 1, 1]
+    assert seen_between == [[1]]  # after the first batch, before the second
+    assert [one.words for one in signed] == [BATCH_CHARACTERS // 5 + 1] * 3  # the number is a word
+
+
+async def test_an_item_cancelled_while_its_turn_is_signed_is_left_out() -> None:
+    """A later batch of the turn skips items cancelled while an earlier batch was signed."""
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    long = "word " * (BATCH_CHARACTERS // 5)
+    waiting: list[asyncio.Future] = []
+
+    async def queue_cancel_then_sign(text: str) -> object:
+        asyncio.get_running_loop().call_soon(waiting[2].cancel)  # runs after the first batch
+        return await signer.sign(text)
+
+    waiting += [asyncio.ensure_future(signer.sign(long + str(n))) for n in range(2)]
+    waiting.append(asyncio.ensure_future(queue_cancel_then_sign(long + "2")))
+    await asyncio.wait(waiting)
+    assert fingerprinter.batches == [1, 1] and waiting[2].cancelled()
+    assert [w.result().words for w in waiting[:2]] == [BATCH_CHARACTERS // 5 + 1] * 2
