@@ -103,7 +103,10 @@ class SimhashPipeline:
         self._background: list[asyncio.Future[None]] = []  # retention sweeps, lease renewals
         self._closing: asyncio.Future[None] | None = None
         self._rules: dict[int, Rule] = {}
-        self._pending: dict[int, int] = {}  # id(item) -> rid of the canonical it became, until scraped
+        # Page id -> rids of the canonicals items under it became, until Scrapy reports each item
+        # scraped, dropped or failed. Its signals carry the last pipeline's output (or the spider's
+        # item), which need not be the object judged here, so they are matched by the page's id.
+        self._pending: dict[str, list[int]] = {}
         self._confirm: list[int] = []
         self._confirming: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
@@ -241,7 +244,7 @@ class SimhashPipeline:
         if not self._usable:
             return self._pass_unchecked(item, "no index", "the index could not be opened")
         try:
-            match = await self._judge(item, page)
+            match = await self._judge(page)
         except MergeNotLogged as exc:
             return self._pass_unchecked(item, "merge not logged", str(exc), logged=True)
         except InFlightElsewhere as exc:
@@ -298,12 +301,23 @@ class SimhashPipeline:
             raise BadFieldError(f"unknown retention class {retention!r} (SIMHASH_RETENTION: {known})")
         host = field_value(adapter, config.host_field) if config.host_field else host_of(url)
         return Page(
-            id=field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text).hex()}",
+            id=self._page_id(adapter, text),
             url=url,
             host=host,
             retention=retention,
             text=text,
         )
+
+    def _page_id(self, adapter: ItemAdapter, text: str | None = None) -> str:
+        """What a page's records are kept under: its SIMHASH_ID_FIELD, else its URL, else a digest of
+        its text (``text``, or extracted again)."""
+        config = self.config
+        found = field_value(adapter, config.id_field or config.url_field)
+        if found:
+            return found
+        if text is None:
+            text = extract_text(adapter, config.fields, config.html_fields, config.max_chars).text
+        return f"digest:{exact_digest(text).hex()}"
 
     def _pass_unchecked(self, item: Any, reason: str, detail: str, logged: bool = False) -> Any:
         """Pass an item on unjudged: counted; the first of each reason logged, the rest summed up at close."""
@@ -318,7 +332,7 @@ class SimhashPipeline:
             )
         return item
 
-    async def _judge(self, item: Any, page: Page) -> Match | None:
+    async def _judge(self, page: Page) -> Match | None:
         """The match of ``page``, or None after indexing it as a new group's canonical."""
         stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
         signed = await self.signer.sign(stripped.text)
@@ -351,7 +365,7 @@ class SimhashPipeline:
         rule = self._rule(stripped.version)
         if placement.added is not None:
             self._inc("simhash/unique")
-            self._pending[id(item)] = placement.added
+            self._pending.setdefault(page.id, []).append(placement.added)
             await self._log(page, record, stripped.text, rule, placement)  # a failure is counted: the item is kept
             return None
         return await self._merged(page, record, stripped.text, rule, placement)
@@ -514,7 +528,7 @@ class SimhashPipeline:
     def _item_scraped(self, item: Any) -> None:
         """The item went out of the last pipeline: its record is no longer pending (a crash from now on
         keeps it as a canonical); confirmations are sent in batches."""
-        rid = self._pending.pop(id(item), None)
+        rid = self._settle(item)
         if rid is None:
             return
         self._confirm.append(rid)
@@ -524,7 +538,24 @@ class SimhashPipeline:
             self._confirming = asyncio.ensure_future(self._confirm_later())
 
     def _item_gone(self, item: Any) -> None:
-        self._pending.pop(id(item), None)
+        """Dropped or failed after this pipeline: its record stays pending, so a rerun keeps the page."""
+        self._settle(item)
+
+    def _settle(self, item: Any) -> int | None:
+        """The pending rid of the item a signal names, no longer waited for; None if there is none."""
+        if not self._pending or not is_item(item):
+            return None
+        try:
+            key = self._page_id(ItemAdapter(item))
+        except Exception:  # a later pipeline made the item unreadable: its record stays pending (safe)
+            return None
+        rids = self._pending.get(key)
+        if not rids:
+            return None
+        rid = rids.pop(0)
+        if not rids:
+            del self._pending[key]
+        return rid
 
     async def _confirm_later(self) -> None:
         await asyncio.sleep(CONFIRM_DELAY)

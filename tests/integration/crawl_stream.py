@@ -8,7 +8,8 @@ Each item is the answer to a request (a ``data:`` URL, nothing leaves the machin
 stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR`` the spider
 announces itself there and emits nothing until a ``go`` file appears, so that several crawler
 processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
-the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does.
+the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does;
+with ``STREAM_COPY_ITEMS`` a later pipeline replaces each item with a copy.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ class StallPipeline:
         return item
 
 
+class CopyPipeline:
+    """With ``STREAM_COPY_ITEMS``, returns a new item object, as a pipeline that builds its output does
+    (Scrapy's item_scraped then carries that object, not the one earlier pipelines saw)."""
+
+    def __init__(self, copy: bool) -> None:
+        self.copy = copy
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.getbool("STREAM_COPY_ITEMS"))
+
+    def process_item(self, item):
+        return dict(item) if self.copy else item
+
+
 def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
@@ -85,7 +101,7 @@ def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None =
         "STREAM_OUT_DIR": str(out_dir),
         **overrides,
     }
-    settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], StallPipeline: 990}
+    settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], CopyPipeline: 980, StallPipeline: 990}
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(StreamSpider)
     process.crawl(crawler, items_path=items_path, barrier=barrier)

@@ -32,3 +32,24 @@ def test_a_listing_pages_items_are_fingerprinted_together_and_judged_each(tmp_pa
     assert stats["simhash/duplicates"] == 10 and stats["simhash/unique"] == 30
     kept = [json.loads(line)["url"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
     assert sorted(kept) == sorted(item["url"] for item in listings)
+
+
+def test_canonicals_are_confirmed_when_a_later_pipeline_returns_a_new_item(tmp_path):
+    """Scrapy's item_scraped carries the last pipeline's output: a record must be confirmed all the
+    same, or the next crawl takes it for a crashed crawl's pending page and keeps every copy again."""
+    pages = [{"url": f"https://shop/{i}", "body_text": article(950 + i, words=80)} for i in range(12)]
+    copies = [{"url": f"https://mirror/{i}", "body_text": page["body_text"]} for i, page in enumerate(pages)]
+    overrides = {"SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db", "SIMHASH_BOILERPLATE": False,
+                 "STREAM_COPY_ITEMS": True}
+    for run, items in (("first", pages), ("second", copies)):
+        out = tmp_path / run
+        out.mkdir()
+        stream = out / "items.jsonl"
+        stream.write_text("".join(json.dumps(item) + "\n" for item in items))
+        result = subprocess.run([sys.executable, str(DRIVER), str(stream), str(out), json.dumps(overrides)],
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr[-3000:]
+    first = json.loads((tmp_path / "first" / "stats.json").read_text())
+    second = json.loads((tmp_path / "second" / "stats.json").read_text())
+    assert first["simhash/unique"] == 12 and first["item_scraped_count"] == 12
+    assert second.get("simhash/duplicates") == 12, second

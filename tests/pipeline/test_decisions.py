@@ -233,3 +233,25 @@ async def test_one_page_in_flight_in_two_live_crawls_is_kept_once(settings):
         await first.close_spider()
         await second.close_spider()
     assert simhash_stats(second)["simhash/duplicates"] == 1 and simhash_stats(second)["simhash/unchecked"] == 0
+
+
+async def test_an_item_a_later_pipeline_replaced_is_confirmed_and_one_it_dropped_is_not(settings):
+    """Scrapy's signals carry the last pipeline's output (item_scraped) or the spider's item
+    (item_dropped), not necessarily the object this pipeline judged: they are matched by page id."""
+    short = {**settings(), "SIMHASH_SESSION_LEASE": 1}  # a copy of a page left pending waits 2 s, not 60
+    first, second = await open_pipeline(short), await open_pipeline(short)
+    kept, dropped = ({"url": f"https://a.example/{n}", "body_text": article(n)} for n in (12, 13))
+    try:
+        assert await feed(first, kept, scraped=False) and await feed(first, dropped, scraped=False)
+        first.crawler.signals.send_catch_log(signals.item_scraped, item=dict(kept), response=None, spider=None)
+        first.crawler.signals.send_catch_log(
+            signals.item_dropped, item=dict(dropped), response=None, spider=None, exception=DropItem("later")
+        )
+        assert not await feed(second, dict(kept))  # confirmed: a duplicate
+    finally:
+        await first.close_spider()
+    try:
+        assert await feed(second, dict(dropped))  # still pending when its crawl ended: kept again
+    finally:
+        await second.close_spider()
+    assert simhash_stats(second)["simhash/unchecked"] == 0
