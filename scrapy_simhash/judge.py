@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import jaccard_hashes
+from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
 from scrapy_simhash.index import FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
 from scrapy_simhash.layout import Layout
 
@@ -99,8 +99,8 @@ async def verify(
     could not be read. Candidates come best sketch first; verification stops at a match so close
     that no other could matter (>= NOVELTY).
 
-    Jaccard is symmetric across hosts: what either host calls furniture is left out of both sides,
-    so two hosts' different furniture sets cannot make a copy look distinct.
+    What either host now calls furniture is left out of both sides: two hosts' different furniture
+    cannot make a copy look distinct, nor can furniture learned since the candidate was stored.
     """
     best: Verified | None = None
     rejected: list[Verified] = []
@@ -113,13 +113,10 @@ async def verify(
             unreadable += 1
             continue
         ours, theirs = record.hashes, data.hashes
-        if furniture is not None and data.host != record.host:
+        if furniture is not None:
             own = await furniture(record.host) if own is None else own
-            other = await furniture(data.host)
-            if len(other):
-                ours = ours[~np.isin(ours, other, assume_unique=True)]
-            if len(own):
-                theirs = theirs[~np.isin(theirs, own, assume_unique=True)]
+            left_out = own if data.host == record.host else np.union1d(own, await furniture(data.host))
+            ours, theirs = hashes_without(ours, left_out), hashes_without(theirs, left_out)
         verified = Verified(candidate, data, jaccard_hashes(ours, theirs))
         if verified.jaccard < threshold:
             rejected.append(verified)

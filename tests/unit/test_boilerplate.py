@@ -220,19 +220,23 @@ async def test_learned_furniture_is_stored_and_the_next_crawl_uses_it_at_once(se
     assert len(versions) == 1 and versions != {0}
 
 
-async def test_a_warmup_that_ended_short_is_learned_again_once_and_earlier_pages_keep_their_version(settings) -> None:
+@pytest.mark.parametrize("paragraphs", [6, 12])
+async def test_a_warmup_that_ended_short_is_learned_again_once_and_earlier_pages_keep_their_version(
+    settings, paragraphs
+) -> None:
     """The first page goes unstripped (version 0); three later pages make the furniture (a new version),
-    which every later page gets; the first page's copy still finds it, and its merge record names the
-    version it was stripped with."""
+    which every later page gets; the first page's copy still finds it, however short the article
+    (what the host now calls furniture is left out of the early page's record too), and its merge
+    record names the version it was stripped with."""
     pipeline = await open_pipeline(settings)
     try:
-        early = asyncio.ensure_future(feed(pipeline, item("a.example", 0, body=article(0, paragraphs=12))))
+        early = asyncio.ensure_future(feed(pipeline, item("a.example", 0, body=article(0, paragraphs=paragraphs))))
         await until(lambda: pipeline.learner.held == 1)
         pipeline.learner.flush("test: the host went quiet")
         assert await early
         for n in (1, 2, 3):
             assert await feed(pipeline, item("a.example", n))
-        copy = {"url": "https://a.example/amp/story/0", "body_text": site_page(0, article(0, paragraphs=12))}
+        copy = {"url": "https://a.example/amp/story/0", "body_text": site_page(0, article(0, paragraphs=paragraphs))}
         assert not await feed(pipeline, copy)
         assert await feed(pipeline, item("a.example", 4))
     finally:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_simhash.fingerprint import verification_hashes
+from scrapy_simhash.fingerprint import hashes_without, verification_hashes
 
 hash_arrays = st.lists(st.integers(0, 2**64 - 1), max_size=300).map(lambda v: np.unique(np.array(v, dtype=np.uint64)))
 
@@ -22,3 +22,15 @@ def test_colliding_low_bits_are_kept_once() -> None:
     # Distinct 64-bit hashes whose low 32 bits collide, in an order where the low bits are unsorted.
     shingles = np.array([5, 2**32 + 3, 2**33 + 5, 2**34 + 3, 2**35 + 1], dtype=np.uint64)
     np.testing.assert_array_equal(verification_hashes(shingles), np.array([1, 3, 5], dtype=np.uint32))
+
+
+verification_arrays = st.lists(st.integers(0, 2**32 - 1), max_size=300).map(
+    lambda v: np.unique(np.array(v, dtype=np.uint32))
+)
+
+
+@given(verification_arrays, verification_arrays, st.data())
+def test_hashes_without_leaves_out_exactly_the_excluded(hashes, others, data) -> None:
+    shared = data.draw(st.lists(st.sampled_from(hashes.tolist()), max_size=20)) if len(hashes) else []
+    excluded = np.union1d(others, np.array(shared, dtype=np.uint32))
+    np.testing.assert_array_equal(hashes_without(hashes, excluded), hashes[~np.isin(hashes, excluded)])
