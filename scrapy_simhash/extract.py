@@ -66,6 +66,15 @@ def _strings(name: str, value: Any) -> Iterable[str]:
         raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not text")
 
 
+def _html_text(value: str) -> str:
+    """The text of HTML ``value``; a lone surrogate (a broken decode, half an emoji pair), which the
+    HTML parser cannot encode, is read as U+FFFD."""
+    try:
+        return html_text.extract_text(value)
+    except UnicodeEncodeError:
+        return html_text.extract_text(value.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+
+
 def extract_text(
     item: Any, fields: Iterable[str], html_fields: Iterable[str] | None = None, max_chars: int | None = None
 ) -> Content:
@@ -86,7 +95,7 @@ def extract_text(
             if budget is not None and len(value) > budget:
                 value, truncated = value[:budget], True
             is_html = looks_like_html(value) if html is None else name in html
-            text = (html_text.extract_text(value) if is_html else value).strip()
+            text = (_html_text(value) if is_html else value).strip()
             if text:
                 parts.append(text)
                 budget = None if budget is None else max(budget - len(text) - 2, 0)

@@ -241,6 +241,8 @@ class SimhashPipeline:
         except BadFieldError as exc:
             self._inc("simhash/bad_fields")
             return self._pass_unchecked(item, "unreadable field", str(exc))
+        except Exception:
+            return self._internal_error(item, "read")
         if not self._usable:
             return self._pass_unchecked(item, "no index", "the index could not be opened")
         try:
@@ -253,10 +255,8 @@ class SimhashPipeline:
             if self.config.on_index_error == "fail":
                 self._close("simhash_index_error")
             return self._pass_unchecked(item, "index unavailable", str(exc), logged=True)
-        except Exception:  # a bug of ours must not cost the user the item: pass it on, loudly
-            self._inc("simhash/internal_errors")
-            logger.exception("Could not judge an item; passing it on unchecked", extra={"spider": self.crawler.spider})
-            return self._pass_unchecked(item, "internal error", "logged above", logged=True)
+        except Exception:
+            return self._internal_error(item, "judge")
         if match is None:
             return item
         self._inc("simhash/duplicates")
@@ -270,12 +270,19 @@ class SimhashPipeline:
         self._annotate(adapter, match)
         return item
 
+    def _internal_error(self, item: Any, step: str) -> Any:
+        """A bug of ours, or input no check foresaw, must not cost the user the item: pass it on, loudly."""
+        self._inc("simhash/internal_errors")
+        logger.exception("Could not %(step)s an item; passing it on unchecked", {"step": step},
+                         extra={"spider": self.crawler.spider})
+        return self._pass_unchecked(item, "internal error", "logged above", logged=True)
+
     def _check_fields(self, adapter: ItemAdapter) -> None:
         """Say once, early, when no item has any field SIMHASH_FIELDS names: the plugin then does nothing."""
         if self._items_checked > FIELD_CHECK_ITEMS:
             return
         self._items_checked += 1
-        present = [name for name in self.config.fields if adapter.get(name) not in (None, "", [])]
+        present = [name for name in self.config.fields if not _empty(adapter.get(name))]
         if not present:
             self._inc("simhash/items_without_fields")
         self._fields_seen.update(present)
@@ -505,18 +512,23 @@ class SimhashPipeline:
             FINGERPRINT_FIELD: f"{match.fingerprint:016x}",
         }
         missing = [name for name in fields if not _can_set(adapter, name)]
-        if missing:  # a scrapy.Item without the fields declared: the duplicate passes unmarked, counted
-            self._inc("simhash/annotation_errors")
-            self._warn_once(
-                "annotate",
-                "Cannot annotate %(type)s items: declare the fields %(fields)s; duplicates pass on unmarked "
-                "(simhash/annotation_errors)",
-                {"type": type(adapter.item).__name__, "fields": missing},
-            )
-            return
-        for name, value in fields.items():
-            adapter[name] = value
-        self._inc("simhash/annotated")
+        if missing:
+            problem = f"declare the fields {missing}"
+        else:
+            try:
+                for name, value in fields.items():
+                    adapter[name] = value
+            except (AttributeError, TypeError) as exc:  # a frozen dataclass or attrs class, a read-only mapping
+                problem = f"their fields cannot be set ({type(exc).__name__}: {exc})"
+            else:
+                self._inc("simhash/annotated")
+                return
+        self._inc("simhash/annotation_errors")
+        self._warn_once(
+            "annotate",
+            "Cannot annotate %(type)s items: %(problem)s; duplicates pass on unmarked (simhash/annotation_errors)",
+            {"type": type(adapter.item).__name__, "problem": problem},
+        )
 
     def _warn_once(self, key: str, message: str, args: dict[str, Any]) -> None:
         if key not in self._warned:
@@ -612,6 +624,12 @@ class SimhashPipeline:
 
 class MergeNotLogged(Exception):
     """A duplicate's merge could not be recorded: it is kept, never dropped unrecorded."""
+
+
+def _empty(value: Any) -> bool:
+    """No value in a field: absent, None, or an empty string or list (any other value counts: its
+    reading says what is wrong with it)."""
+    return value is None or isinstance(value, (str, bytes, list, tuple)) and len(value) == 0
 
 
 def _can_set(adapter: ItemAdapter, name: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import scrapy
@@ -99,6 +100,33 @@ async def test_annotated_counts_only_duplicates_that_were_marked(settings, caplo
     assert stats["simhash/duplicates"] == 3 and stats["simhash/annotation_errors"] == 3
     assert stats["simhash/annotated"] == 0
     assert sum("Cannot annotate Undeclared items" in r.message for r in caplog.records) == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    """Declares the annotation fields, but they cannot be set."""
+
+    url: str
+    body_text: str
+    duplicate_of: str = ""
+    simhash_distance: int = 0
+    jaccard: float = 0.0
+    fingerprint: str = ""
+
+
+async def test_a_frozen_item_passes_on_unmarked_counted(settings, caplog):
+    pipeline = await open_pipeline(settings(SIMHASH_ACTION="annotate"))
+    text = article(5)
+    try:
+        await feed(pipeline, Frozen(url="https://a/p", body_text=text))
+        for i in range(2):
+            assert await feed(pipeline, Frozen(url=f"https://b/{i}", body_text=edited(text, seed=i)))
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/duplicates"] == 2 and stats["simhash/annotation_errors"] == 2
+    assert stats["simhash/internal_errors"] == 0 and stats["simhash/annotated"] == 0
+    assert sum("Cannot annotate Frozen items" in r.message for r in caplog.records) == 1
 
 
 async def test_items_in_flight_together_keep_one_canonical_per_text(settings):

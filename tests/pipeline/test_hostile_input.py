@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import tracemalloc
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -52,6 +53,7 @@ SPECIAL_STRINGS = [
     "<!-- a comment only -->",
     "nul\x00bytes\x00inside " * 40,
     "\ud800 lone \udfff surrogates " * 30,
+    "<p>markup with a lone \ud800 surrogate</p>" * 30,  # html_text cannot encode it
     "\u202eright-to-left override\u202c " * 30,
     CHINESE_A,
     JAPANESE,
@@ -83,6 +85,7 @@ scalars = st.one_of(
     encoded_text,
     st.sampled_from(SPECIAL_STRINGS),
     st.builds(lambda: 10**5000),  # built, not st.just(): its repr is too long for str(int)
+    st.builds(lambda: np.arange(3)),  # no truth value: `value in (None, "")` raises
 )
 values = st.recursive(
     scalars,
