@@ -3,6 +3,7 @@ of ``simhash-eval`` when a corpus gives it nothing to measure."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -71,6 +72,23 @@ def test_eval_on_a_corpus_without_the_configured_fields_says_so(tmp_path) -> Non
     )
     assert "id (2), url (2), text (1), content (1)" in done.stderr
     assert "recall" not in done.stdout
+
+
+def test_eval_reads_the_gzipped_corpus_the_example_ships(tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl.gz"
+    lines = [{"id": str(n), "body_text": " ".join(f"doc{n % 2}word{i}" for i in range(60))} for n in range(4)]
+    corpus.write_bytes(gzip.compress("".join(json.dumps(line) + "\n" for line in lines).encode()))
+    done = run("-m", "scrapy", "simhash-eval", str(corpus), "--orders", "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "4 documents" in done.stdout and "2 pairs with Jaccard" in done.stdout
+
+
+def test_eval_on_a_file_that_is_not_utf8_says_so(tmp_path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes('{"id": "a", "body_text": "caf\u00e9"}\n'.encode("latin-1"))
+    done = run("-m", "scrapy", "simhash-eval", str(corpus), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"cannot read {corpus}: not UTF-8 text" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_eval_tables_print_no_recall_when_there_is_nothing_to_find() -> None:
