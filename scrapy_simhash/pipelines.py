@@ -28,7 +28,7 @@ from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
 from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
 from scrapy_simhash.redis_url import mask_url
-from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key
+from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
 from scrapy_simhash.signer import Signer
 
 if TYPE_CHECKING:
@@ -88,6 +88,12 @@ class SimhashPipeline:
             _refuse(crawler, str(exc))
         if not config.enabled:
             raise NotConfigured("SIMHASH_ENABLED is off")
+        unknown = unknown_settings(crawler.settings)
+        if unknown:
+            logger.warning(
+                "SimHash pipeline: %(names)s not a setting of scrapy-simhash, ignored",
+                {"names": ", ".join(f"{name} ({meant}?)" if meant else name for name, meant in unknown.items())},
+            )
         self.config = config
         self.crawler = crawler
         self.stats = crawler.stats
@@ -278,13 +284,14 @@ class SimhashPipeline:
         return self._pass_unchecked(item, "internal error", "logged above", logged=True)
 
     def _check_fields(self, adapter: ItemAdapter) -> None:
-        """Say once, early, when no item has any field SIMHASH_FIELDS names: the plugin then does nothing."""
-        if self._items_checked > FIELD_CHECK_ITEMS:
-            return
-        self._items_checked += 1
+        """Count items without any field SIMHASH_FIELDS names, and say once, early, when none of the
+        first items has one: the plugin then does nothing."""
         present = [name for name in self.config.fields if not _empty(adapter.get(name))]
         if not present:
             self._inc("simhash/items_without_fields")
+        if self._items_checked >= FIELD_CHECK_ITEMS:
+            return
+        self._items_checked += 1
         self._fields_seen.update(present)
         self._fields_seen.update(f"item:{name}" for name in adapter.keys())
         if self._items_checked == FIELD_CHECK_ITEMS and not any(self._fields_seen[f] for f in self.config.fields):

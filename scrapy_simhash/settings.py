@@ -6,6 +6,7 @@ nowhere else, and ``{spider}`` is filled in here and nowhere else (README "Setti
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from scrapy.utils.project import data_path
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["DEFAULTS", "SettingsError", "SimhashSettings", "read"]
+__all__ = ["DEFAULTS", "SettingsError", "SimhashSettings", "read", "unknown_settings"]
 
 DEFAULTS: dict[str, Any] = {
     "SIMHASH_ENABLED": True,
@@ -259,6 +260,13 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         boilerplate_max_held=reader.number("SIMHASH_BOILERPLATE_MAX_HELD", int, 0),
         boilerplate_warmup_timeout=reader.number("SIMHASH_BOILERPLATE_WARMUP_TIMEOUT", float, 0.0),
     )
+
+
+def unknown_settings(settings: BaseSettings) -> dict[str, str | None]:
+    """``SIMHASH_*`` names set that are no setting (a typo, or a setting of an earlier version), each
+    with the setting it is closest to, if any: their values would be ignored without a word."""
+    names = sorted(name for name in settings if name.startswith("SIMHASH_") and name not in DEFAULTS)
+    return {name: next(iter(difflib.get_close_matches(name, DEFAULTS, n=1)), None) for name in names}
 
 
 def stream_key(config: SimhashSettings, kind: str) -> str:

@@ -70,7 +70,6 @@ async def crawl(tmp_path, items: list[dict], **settings: Any) -> dict[str, Any]:
         "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path / 'index.sqlite3'}",
         "SIMHASH_MERGE_LOG": str(tmp_path / "merges.jsonl"),
         "SIMHASH_REVIEW_LOG": "",
-        "SIMHASH_MAX_DISTANCE": 3,
         "SIMHASH_INDEX_RETRIES": 0,
         "TELNETCONSOLE_ENABLED": False,
         **settings,

@@ -132,7 +132,19 @@ async def test_fields_no_item_has_are_said_once_early(tmp_path, caplog):
         await pipeline.close_spider()
     [warning] = [r for r in caplog.records if "SIMHASH_FIELDS" in r.message]
     assert "['title', 'body']" in warning.message and "headline, text, url" in warning.message
-    assert simhash_stats(pipeline)["simhash/items_without_fields"] >= 20
+    assert simhash_stats(pipeline)["simhash/items_without_fields"] == 30  # every one, not just the first
+
+
+async def test_an_unknown_setting_is_named_with_the_one_meant(tmp_path, caplog):
+    """A misspelt or removed setting would silently leave its default in force."""
+    pipeline = await open_pipeline(
+        settings(tmp_path, SIMHASH_JACARD_THRESHOLD=0.9, SIMHASH_MAX_DISTANCE=3, SIMHASH_ACTION="annotate")
+    )
+    await pipeline.close_spider()
+    [warning] = [r for r in caplog.records if "not a setting" in r.message]
+    assert warning.levelname == "WARNING"
+    assert "SIMHASH_JACARD_THRESHOLD (SIMHASH_JACCARD_THRESHOLD?)" in warning.message
+    assert "SIMHASH_MAX_DISTANCE" in warning.message and "SIMHASH_ACTION" not in warning.message
 
 
 class CustomSpider(scrapy.Spider):

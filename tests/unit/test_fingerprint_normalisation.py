@@ -12,7 +12,7 @@ from texts import CHINESE_PARK, CHINESE_RECIPE, passages
 
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard, simhash, tokens
 
-# What `SIMHASH_MAX_DISTANCE = "auto"` allows at the default Jaccard threshold.
+# How far apart (bits of 64) the fingerprints of a pair at the default Jaccard threshold lie at most.
 MAX_DISTANCE, THRESHOLD = 18, 0.82
 
 # Default-ignorable code points as they turn up in copied text: inside words, where each one split
