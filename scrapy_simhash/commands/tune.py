@@ -1,4 +1,4 @@
-"""``scrapy simhash-tune LABELLED.jsonl``: the distance and Jaccard threshold that separate labelled pairs best."""
+"""``scrapy simhash-tune LABELLED.jsonl``: the Jaccard threshold that separates labelled pairs best."""
 
 from __future__ import annotations
 
