@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     process.start()
 
     stats = crawler.stats.get_stats()
+    if stats.get("finish_reason") != "finished":  # a setting refused, an index error in "fail" mode
+        sys.exit(f"the crawl stopped: {stats.get('finish_reason')} (the log above says why)")
     seen = stats.get("simhash/items_seen", 0)
     print(f"\n{stats.get('simhash/dropped', 0)} near-duplicates dropped of {seen} pages crawled,"
           f" {stats.get('item_scraped_count', 0)} items kept")
