@@ -6,6 +6,8 @@ one works for the other; and one place that keeps a password out of logs, stats 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -27,19 +29,19 @@ def mask_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
+    # From the last @: a password may hold an unescaped @, #, / or ?, which would end the parts below.
+    userinfo, at, rest = rest.rpartition("@")
+    if at and ":" in userinfo:
+        userinfo = f"{userinfo.partition(':')[0]}:{MASK}"
     rest, hash_sign, fragment = rest.partition("#")
     rest, question, query = rest.partition("?")
-    authority, slash, path = rest.partition("/")
-    userinfo, at, host = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.partition(':')[0]}:{MASK}@{host}"
     if query:
         query = "&".join(
             f"{key}={MASK}" if key.lower() == "password" else part
             for part in query.split("&")
             for key in [part.partition("=")[0]]
         )
-    return f"{scheme}://{authority}{slash}{path}{question}{query}{hash_sign}{fragment}"
+    return f"{scheme}://{userinfo}{at}{rest}{question}{query}{hash_sign}{fragment}"
 
 
 def is_cluster(url: str) -> bool:
@@ -53,12 +55,26 @@ def _node_url(url: str) -> str:
 
 
 def async_client(url: str, **options: Any) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
-    if is_cluster(url):
-        return redis.asyncio.RedisCluster.from_url(_node_url(url), **options)
-    return redis.asyncio.Redis.from_url(url, **options)
+    with _parsed(url):
+        if is_cluster(url):
+            return redis.asyncio.RedisCluster.from_url(_node_url(url), **options)
+        return redis.asyncio.Redis.from_url(url, **options)
 
 
 def sync_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
-    if is_cluster(url):
-        return redis.cluster.RedisCluster.from_url(_node_url(url))
-    return redis.Redis.from_url(url)
+    with _parsed(url):
+        if is_cluster(url):
+            return redis.cluster.RedisCluster.from_url(_node_url(url))
+        return redis.Redis.from_url(url)
+
+
+@contextmanager
+def _parsed(url: str) -> Iterator[None]:
+    """redis-py's own message for a URL it cannot parse quotes the part it choked on, which can be a
+    piece of the password: it is replaced by one that cannot."""
+    try:
+        yield
+    except ValueError:
+        raise ValueError(
+            f"cannot read {mask_url(url)} as a Redis URL (in a password, #, /, ? and @ must be percent-encoded)"
+        ) from None

@@ -30,6 +30,7 @@ from scrapy_simhash.index.base import (
 )
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.redis_url import mask_url
 
 __all__ = [
     "BACKENDS",
@@ -83,7 +84,7 @@ def open_index(
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
         raise ValueError(
-            f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {url!r}"
+            f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {mask_url(url)!r}"
         )
     backend = load_object(BACKENDS[scheme])
     return backend(

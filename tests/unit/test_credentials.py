@@ -11,6 +11,8 @@ import pytest
 import redis
 
 from scrapy_simhash.mergelog import MergeLogError, erase_pages, expire_log, log_store, open_merge_log, read_merge_log
+from scrapy_simhash.index import open_index
+from scrapy_simhash.layout import Layout
 from scrapy_simhash.redis_url import mask_url
 from merge_records import record
 
@@ -24,6 +26,9 @@ SECRET = "s3cr3t-Pa55"
         ("redis://:secret@host/0?stream=k", "redis://:***@host/0?stream=k"),
         ("rediss+cluster://u:p%40ss@h:7000", "rediss+cluster://u:***@h:7000"),
         ("redis://u:p@ss@host/1", "redis://u:***@host/1"),  # an unescaped @ in the password
+        ("redis://:TOP#SECRET@host/0", "redis://:***@host/0"),  # an unescaped #, / or ? in the password
+        ("redis://u:TOP/SECRET@host/0", "redis://u:***@host/0"),
+        ("redis://:TOP?SECRET@host/0?db=1", "redis://:***@host/0?db=1"),
         ("unix://:secret@/run/redis.sock?db=0", "unix://:***@/run/redis.sock?db=0"),
         ("redis://host/0?password=secret&db=1", "redis://host/0?password=***&db=1"),
         ("redis://host/0?db=1&Password=secret#x", "redis://host/0?db=1&Password=***#x"),
@@ -92,3 +97,17 @@ def test_reevaluate_does_not_print_the_password(locked_redis) -> None:
     )
     assert done.returncode != 0 and "cannot read merge log redis://:***@127.0.0.1" in done.stderr
     _no_secret(done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"reddis://:{SECRET}@127.0.0.1:6379/0", f"redis://:TOP#{SECRET}@127.0.0.1:6379/0",
+     f"redis://:TOP/{SECRET}@127.0.0.1:6379/0", f"redis+cluster://:TOP?{SECRET}@127.0.0.1:6379"],
+)
+def test_an_index_url_that_cannot_be_used_is_refused_without_its_password(url) -> None:
+    """A mistyped scheme, a password with an unescaped delimiter: the error, which the crawl logs,
+    says what is wrong, and holds neither the password nor a piece of it."""
+    with pytest.raises(ValueError) as refused:
+        open_index(url, layout=Layout(22, 6, 0.74), key_prefix="x:{y}")
+    _no_secret(_formatted(refused))
+    assert "TOP" not in _formatted(refused) and "***" in str(refused.value)
