@@ -462,12 +462,12 @@ class SimhashPipeline:
         if not decisions:
             return True
         records = [self._record(decision, verified, page, record, rule) for decision, verified in decisions]
-        written = await self._write(self.merge_log, records)
+        if not await self._write(self.merge_log, records):
+            return False  # the decision does not stand: nothing to review
         sampled = [review_record(r, text) for r in records if self._sampled_for_review(page.id, r["jaccard"])]
-        if sampled:
+        if sampled and await self._write(self.review_log, sampled):
             self._inc("simhash/review_sampled", len(sampled))
-            await self._write(self.review_log, sampled)
-        return written
+        return True
 
     def _record(self, decision: str, verified: Verified, page: Page, record: Record, rule: Rule) -> dict[str, Any]:
         details = verified.details
@@ -501,12 +501,18 @@ class SimhashPipeline:
         try:
             await log.write(records)
         except Exception as exc:  # a lost audit record must be loud, not fatal to the crawl
-            self._inc("simhash/merge_log_errors", len(records))
+            kind, consequence = (
+                ("merge", "a duplicate whose merge cannot be recorded is kept (simhash/unchecked)")
+                if log is self.merge_log
+                else ("review", "the decisions stand, the review sample lacks them")
+            )
+            self._inc(f"simhash/{kind}_log_errors", len(records))
             self._warn_once(
-                "log",
-                "Could not write %(count)d merge-log records (%(error)s); a duplicate whose merge cannot be "
-                "recorded is kept (simhash/unchecked), further failures are counted in simhash/merge_log_errors",
-                {"count": len(records), "error": f"{type(exc).__name__}: {exc}"},
+                f"{kind} log",
+                "Could not write %(count)d %(kind)s-log records (%(error)s); %(consequence)s; further failures "
+                "are counted in simhash/%(kind)s_log_errors",
+                {"count": len(records), "kind": kind, "error": f"{type(exc).__name__}: {exc}",
+                 "consequence": consequence},
             )
             return False
         return True

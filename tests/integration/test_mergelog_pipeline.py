@@ -64,3 +64,53 @@ async def test_a_merge_the_log_refuses_keeps_the_duplicate(redis_server_url, red
     stats = simhash_stats(pipeline)
     assert stats["simhash/merge_log_errors"] == 1 and stats["simhash/unchecked"] == 1
     assert stats["simhash/duplicates"] == stats["simhash/dropped"] == 0
+
+
+def refusing_stream(redis_url: str, key: str) -> str:
+    """A log URI whose every write fails: the stream's key holds a string (WRONGTYPE)."""
+    with redis.Redis.from_url(redis_url) as client:
+        client.set(key, "not a stream")
+    return f"{redis_url}?stream={key}"
+
+
+def sampling_all(tmp_path, merge_log: str, review_log: str) -> dict:
+    """Both logs, every decision sampled for review."""
+    return {
+        "SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.sqlite3",
+        "SIMHASH_MERGE_LOG": merge_log,
+        "SIMHASH_REVIEW_LOG": review_log,
+        "SIMHASH_REVIEW_MARGIN": 1.0,
+        "SIMHASH_REVIEW_RATE": 1.0,
+    }
+
+
+async def test_a_merge_the_log_refuses_leaves_no_review_record(redis_server_url, redis_prefix, tmp_path):
+    """The review log samples decisions that stand: an undone merge is not one."""
+    body = article(3001)
+    merges = refusing_stream(redis_server_url, f"{redis_prefix}:merges")
+    pipeline = await open_pipeline(sampling_all(tmp_path, merges, str(tmp_path / "review.jsonl")))
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": body})
+        assert await feed(pipeline, {"url": "https://b.example/copy", "body_text": body})  # kept: not logged
+    finally:
+        await pipeline.close_spider()
+    assert [r for r in read_merge_log(str(tmp_path / "review.jsonl")) if r["decision"] == "merged"] == []
+    assert "simhash/review_sampled" not in simhash_stats(pipeline)
+
+
+async def test_a_review_log_that_refuses_costs_no_merge_and_is_said_as_such(
+    redis_server_url, redis_prefix, tmp_path, caplog
+):
+    body = article(3002)
+    review = refusing_stream(redis_server_url, f"{redis_prefix}:review")
+    pipeline = await open_pipeline(sampling_all(tmp_path, str(tmp_path / "merges.jsonl"), review))
+    try:
+        assert await feed(pipeline, {"url": "https://a.example/p", "body_text": body})
+        assert not await feed(pipeline, {"url": "https://b.example/copy", "body_text": body})  # dropped, logged
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/review_log_errors"] == 1 and "simhash/merge_log_errors" not in stats
+    assert "simhash/review_sampled" not in stats and stats["simhash/dropped"] == 1
+    [warning] = [r for r in caplog.records if "review-log" in r.message]
+    assert "kept" not in warning.message
