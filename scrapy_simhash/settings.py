@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,8 @@ WEIGHTINGS = ("frequency", "presence")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # Backoff between index retries doubles from SIMHASH_INDEX_RETRY_DELAY and never exceeds this.
 MAX_RETRY_DELAY = 2.0
+# A crawl's lease on its pending pages: a day at most (longer, a killed crawl's pages stay in limbo).
+MAX_SESSION_LEASE = 86_400.0
 
 
 class SettingsError(ValueError):
@@ -107,10 +110,15 @@ class _Reader:
 
     def number(self, name: str, kind: type, low: float, high: float = float("inf")) -> Any:
         value = self.raw(name)
+        integral = not isinstance(value, float) or value.is_integer()  # int(2.7) would be 2
         try:
             number = kind(value)
-        except (TypeError, ValueError):
+            if isinstance(value, bool) or kind is int and not integral:
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
             raise self.fail(name, value, f"must be {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(number):
+            raise self.fail(name, value, "must be a finite number")
         if not low <= number <= high:
             bound = f"between {low} and {high}" if high != float("inf") else f"at least {low}"
             raise self.fail(name, value, f"must be {bound}")
@@ -201,7 +209,7 @@ def _retention(reader: _Reader) -> dict[str, float | None] | None:
     if classes is None:
         return None
     for name, ttl in classes.items():
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf):
             raise reader.fail("SIMHASH_RETENTION", classes, f"class {name!r}: a TTL is seconds > 0 or None")
     return classes
 
@@ -248,9 +256,9 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         retention=_retention(reader),
         on_index_error=reader.choice("SIMHASH_ON_INDEX_ERROR", ON_INDEX_ERROR),
         index_retries=reader.number("SIMHASH_INDEX_RETRIES", int, 0),
-        index_retry_delay=reader.number("SIMHASH_INDEX_RETRY_DELAY", float, 0.0),
+        index_retry_delay=reader.number("SIMHASH_INDEX_RETRY_DELAY", float, 0.0, MAX_RETRY_DELAY),
         expire_interval=reader.number("SIMHASH_EXPIRE_INTERVAL", float, 0.0),
-        session_lease=reader.number("SIMHASH_SESSION_LEASE", float, 0.5),
+        session_lease=reader.number("SIMHASH_SESSION_LEASE", float, 0.5, MAX_SESSION_LEASE),
         merge_log=log_uri("SIMHASH_MERGE_LOG", "merges"),
         review_log=log_uri("SIMHASH_REVIEW_LOG", "review"),
         review_margin=reader.number("SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),

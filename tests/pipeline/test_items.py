@@ -171,6 +171,13 @@ def test_spider_custom_settings_are_honoured_and_defaults_live_under_the_data_di
         ("SIMHASH_JACCARD_THRESHOLD", 1.5, "SIMHASH_JACCARD_THRESHOLD = 1.5: must be between 0.0 and 1.0"),
         ("SIMHASH_FIELDS", "[title", "SIMHASH_FIELDS = '[title': is not a JSON list of field names"),
         ("SIMHASH_RETENTION", {"short": -1}, "class 'short': a TTL is seconds > 0 or None"),
+        ("SIMHASH_RETENTION", {"default": float("inf")}, "class 'default': a TTL is seconds > 0 or None"),
+        ("SIMHASH_SESSION_LEASE", float("inf"), "SIMHASH_SESSION_LEASE = inf: must be a finite number"),
+        ("SIMHASH_SESSION_LEASE", 1e300, "SIMHASH_SESSION_LEASE = 1e+300: must be between 0.5 and 86400"),
+        ("SIMHASH_INDEX_RETRY_DELAY", 60, "SIMHASH_INDEX_RETRY_DELAY = 60: must be between 0.0 and 2.0"),
+        ("SIMHASH_EXPIRE_INTERVAL", float("nan"), "SIMHASH_EXPIRE_INTERVAL = nan: must be a finite number"),
+        ("SIMHASH_INDEX_RETRIES", 2.7, "SIMHASH_INDEX_RETRIES = 2.7: must be an integer"),
+        ("SIMHASH_MIN_WORDS", True, "SIMHASH_MIN_WORDS = True: must be an integer"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it_the_value_and_the_choices(name, value, message):
