@@ -243,6 +243,18 @@ class RedisIndex(Index):
     # -- the contract ------------------------------------------------------------------------------
 
     async def open(self) -> None:
+        """Misconfiguration no retry cures (a wrong password, a database the server has not, a user
+        without FUNCTION LOAD) is an :class:`IndexOpenError`, not an outage."""
+        try:
+            await self._open()
+        except (redis.exceptions.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+            raise IndexOpenError(f"{self.location} refuses this crawl: {exc}") from None
+        except redis.exceptions.ResponseError as exc:
+            if "DB index is out of range" not in str(exc):
+                raise
+            raise IndexOpenError(f"{self.location}: {exc}") from None
+
+    async def _open(self) -> None:
         if not self.create and not await self.client.exists(f"{self.prefix}:meta"):
             raise IndexNotFound(f"no index under {self.prefix!r} at {self.location}")
         identity = self._identity()

@@ -96,6 +96,26 @@ async def test_a_server_without_redis_functions_is_refused_with_what_it_needs(re
     await index.close()
 
 
+@pytest.mark.parametrize("refusal", ["wrong password", "no such database", "no FUNCTION LOAD"])
+async def test_a_server_that_refuses_the_crawl_is_refused_at_open(redis_factory, refusal):
+    """Misconfiguration no retry cures: one clear error at open, not every item retried as an outage."""
+    server = redis_factory.start(password="right-one")
+    url = server.url
+    if refusal == "wrong password":
+        url = url.replace("right-one", "wrong-one")
+    elif refusal == "no such database":
+        url = url.rsplit("/", 1)[0] + "/99"
+    else:
+        with server.client() as admin:
+            admin.execute_command("ACL", "SETUSER", "crawler", "on", ">pw", "~*", "+@all", "-function")
+        url = url.replace(":right-one@", "crawler:pw@")
+    index = open_index(url, key_prefix="simhash:{s}", layout=LAYOUT)
+    with pytest.raises(IndexOpenError) as refused:
+        await index.open()
+    await index.close()
+    assert "127.0.0.1" in str(refused.value) and "right-one" not in str(refused.value)
+
+
 def function_calls(admin) -> int:
     return admin.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
 
