@@ -482,6 +482,7 @@ class BoilerplateLearner:
         self._warmups: dict[str, _Warmup] = {}
         self._loads: dict[str, asyncio.Task[_Host | None]] = {}
         self._saves: set[asyncio.Task[None]] = set()
+        self._failed_steps: set[str] = set()  # "load", "save": said once each
         self._ticker: asyncio.Task[None] | None = None
         self._stalled_ticks = 0
 
@@ -559,7 +560,7 @@ class BoilerplateLearner:
         try:
             stored = await self.store.load_boilerplate(host)
         except Exception as exc:  # any store failure: learn again rather than fail the item
-            logger.warning("Could not load the furniture of %r, learning it again: %s", host, exc)
+            self._store_failed("load", "Could not load the furniture of %r, learning it again: %s", host, exc)
             return None
         if stored is None:
             return None
@@ -635,7 +636,18 @@ class BoilerplateLearner:
         try:
             await self.store.save_boilerplate(host, version, blob)
         except Exception as exc:  # the crawl goes on; the next one learns the host again
-            logger.warning("Could not save the furniture of %r; the next crawl learns it again: %s", host, exc)
+            self._store_failed(
+                "save", "Could not save the furniture of %r; the next crawl learns it again: %s", host, exc
+            )
+
+    def _store_failed(self, step: str, message: str, *args: object) -> None:
+        """The first failure of a step is a warning, later ones are debug: an index that is down fails
+        every host's load and save, and the index's guard reports the outage itself."""
+        if step in self._failed_steps:
+            logger.debug(message, *args)
+            return
+        self._failed_steps.add(step)
+        logger.warning(message + " (further failures to %s furniture are logged at DEBUG)", *args, step)
 
     def _relieve(self) -> None:
         """Past SIMHASH_BOILERPLATE_MAX_HELD pages, or with Scrapy's scraper slot full, the oldest warm-ups end."""
