@@ -211,6 +211,8 @@ def _retention(reader: _Reader) -> dict[str, float | None] | None:
     for name, ttl in classes.items():
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf):
             raise reader.fail("SIMHASH_RETENTION", classes, f"class {name!r}: a TTL is seconds > 0 or None")
+    if "default" not in classes:  # every item would be refused as of an unknown class
+        raise reader.fail("SIMHASH_RETENTION", classes, "needs a 'default' class, the class of an item without one")
     return classes
 
 

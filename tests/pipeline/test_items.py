@@ -172,6 +172,7 @@ def test_spider_custom_settings_are_honoured_and_defaults_live_under_the_data_di
         ("SIMHASH_FIELDS", "[title", "SIMHASH_FIELDS = '[title': is not a JSON list of field names"),
         ("SIMHASH_RETENTION", {"short": -1}, "class 'short': a TTL is seconds > 0 or None"),
         ("SIMHASH_RETENTION", {"default": float("inf")}, "class 'default': a TTL is seconds > 0 or None"),
+        ("SIMHASH_RETENTION", {"news": 86400}, "needs a 'default' class, the class of an item without one"),
         ("SIMHASH_SESSION_LEASE", float("inf"), "SIMHASH_SESSION_LEASE = inf: must be a finite number"),
         ("SIMHASH_SESSION_LEASE", 1e300, "SIMHASH_SESSION_LEASE = 1e+300: must be between 0.5 and 86400"),
         ("SIMHASH_INDEX_RETRY_DELAY", 60, "SIMHASH_INDEX_RETRY_DELAY = 60: must be between 0.0 and 2.0"),
