@@ -68,6 +68,8 @@ WEIGHTINGS = ("frequency", "presence")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # Backoff between index retries doubles from SIMHASH_INDEX_RETRY_DELAY and never exceeds this.
 MAX_RETRY_DELAY = 2.0
+# What turns a log off besides "" (``-s SIMHASH_MERGE_LOG=False`` is the string "False").
+OFF = frozenset({"", "false", "off", "no", "0"})
 # A crawl's lease on its pending pages: a day at most (longer, a killed crawl's pages stay in limbo).
 MAX_SESSION_LEASE = 86_400.0
 
@@ -227,7 +229,9 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         value = reader.raw(name)
         if value is None:
             return data_file(f"{spider}-{suffix}.jsonl")
-        return fill(str(value)) or None
+        if value is False or str(value).strip().lower() in OFF:
+            return None
+        return fill(str(value))
 
     # "{spider}" becomes the name everywhere; in the key prefix its braces remain, as a Redis Cluster
     # hash tag that keeps every key of the index in one slot ("simhash:{docs}").

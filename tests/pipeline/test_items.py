@@ -187,6 +187,13 @@ def test_a_bad_setting_is_one_line_naming_it_the_value_and_the_choices(name, val
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("off", ["", False, "False", "off", "0", "no"])
+def test_a_log_setting_turned_off_in_any_spelling_is_off(off):
+    """`-s SIMHASH_MERGE_LOG=False` is the string "False": a log file of that name is not what it means."""
+    config = read(Settings({"SIMHASH_MERGE_LOG": off, "SIMHASH_REVIEW_LOG": off}), "x")
+    assert config.merge_log is None and config.review_log is None
+
+
 async def test_retention_expires_groups_from_the_index_and_their_records_from_the_logs(tmp_path):
     classes = {"default": None, "short": 0.5}
     pipeline = await open_pipeline(
