@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scrapy_simhash.mergelog import DECISIONS
+from scrapy_simhash.mergelog import DECISIONS, is_number
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +35,12 @@ class LoggedDecision:
         decision = entry.get("decision")
         if decision not in DECISIONS:
             raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
-        try:
-            distance, jaccard = int(entry["distance"]), float(entry["jaccard"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"distance and jaccard must be numbers: {exc}") from None
-        return cls(decision, distance, jaccard, entry)
+        distance, jaccard = entry.get("distance"), entry.get("jaccard")
+        if not is_number(distance) or not float(distance).is_integer() or not 0 <= distance <= 64:
+            raise ValueError(f"distance must be a whole number of bits from 0 to 64, got {distance!r}")
+        if not is_number(jaccard) or not 0 <= jaccard <= 1:
+            raise ValueError(f"jaccard must be a number from 0 to 1, got {jaccard!r}")
+        return cls(decision, int(distance), float(jaccard), entry)
 
     def replay(self, threshold: float) -> str:
         """The decision ``threshold`` takes on this verified Jaccard."""

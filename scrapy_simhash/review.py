@@ -24,6 +24,7 @@ from itemadapter import ItemAdapter, is_item
 
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value
 from scrapy_simhash.jsonl import json_objects
+from scrapy_simhash.mergelog import DECISIONS, is_number
 from scrapy_simhash.settings import SimhashSettings
 
 __all__ = [
@@ -43,7 +44,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DECISIONS = ("merged", "rejected")
+# A record's ids and URLs: strings, or None on an erased side; texts are found by them.
+PAGE_FIELDS = ("canonical_id", "canonical_url", "matched_id", "matched_url", "duplicate_id", "duplicate_url")
 # Words of a text that are compared for the side-by-side view; a longer text is cut there for
 # display only (the labels carry the whole text): difflib's matching grows faster than linearly.
 MAX_DIFF_WORDS = 10_000
@@ -76,15 +78,14 @@ def _problem(record: Any) -> str | None:
     if record.get("decision") not in DECISIONS:
         return f"decision must be one of {DECISIONS}, got {record.get('decision')!r}"
     rule = record.get("rule")
-    if not isinstance(rule, Mapping) or not _is_number(rule.get("jaccard_threshold")):
+    if not isinstance(rule, Mapping) or not is_number(rule.get("jaccard_threshold")):
         return "no rule.jaccard_threshold"
-    if not _is_number(record.get("jaccard")):
-        return "no jaccard"
+    if not is_number(record.get("jaccard")) or not 0 <= record["jaccard"] <= 1:
+        return "no jaccard from 0 to 1"
+    for name in PAGE_FIELDS:
+        if not isinstance(record.get(name), (str, type(None))):  # None: an erased side
+            return f"{name} is not a string"
     return None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def read_feed(path: str | Path) -> Iterator[dict[str, Any]]:

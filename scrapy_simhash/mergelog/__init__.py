@@ -21,6 +21,7 @@ from scrapy_simhash.mergelog.record import (
     Erasure,
     Rule,
     fingerprint_hex,
+    is_number,
     merge_record,
     review_record,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "erase_pages",
     "expire_log",
     "fingerprint_hex",
+    "is_number",
     "log_store",
     "merge_record",
     "open_merge_log",

@@ -6,6 +6,7 @@ Pure functions on plain dicts, no I/O, so the file and stream backends share one
 from __future__ import annotations
 
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
@@ -25,6 +26,7 @@ __all__ = [
     "Rule",
     "expired",
     "fingerprint_hex",
+    "is_number",
     "merge_record",
     "redact",
     "review_record",
@@ -87,6 +89,11 @@ class Rule:
     def as_dict(self) -> dict[str, Any]:
         """The rule as a record holds it: fresh plain data on each call, shared with nothing."""
         return json.loads(self._json)
+
+
+def is_number(value: Any) -> bool:
+    """A number a record may hold: finite, and not a bool (JSON's true is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def fingerprint_hex(fingerprint: int) -> str:

@@ -82,10 +82,12 @@ def test_the_table_header_lines_up_with_its_rows() -> None:
 
 
 def test_unusable_entries_are_skipped_and_logged(caplog) -> None:
-    entries = [*_entries(), {"decision": "merged"}, {"decision": "maybe", "distance": 1, "jaccard": 1.0}, "text"]
+    odd = [{"decision": "merged", "distance": d, "jaccard": j} for d, j in (
+        (float("inf"), 0.9), (1e400, 0.9), (3, float("nan")), (3, "0.9"), (3, 1e308), (2.5, 0.9), (True, 0.9))]
+    entries = [*_entries(), {"decision": "merged"}, {"decision": "maybe", "distance": 1, "jaccard": 1.0}, "text", *odd]
     decisions, unusable = parse_decisions(entries)
-    assert len(decisions) == len(LOGGED) and unusable == 3
-    assert "3 merge-log entries were skipped" in caplog.text
+    assert len(decisions) == len(LOGGED) and unusable == 3 + len(odd)
+    assert f"{3 + len(odd)} merge-log entries were skipped" in caplog.text
 
 
 @pytest.mark.slow

@@ -91,8 +91,11 @@ def test_matched_text_comes_from_another_review_record_before_the_items(tmp_path
     first = review_record(A, B, LONG, LONG + " tail")  # B's text as the pipeline compared it
     second = review_record(B, C, LONG + " tail", LONG + " other")
     third = review_record(A, C, LONG, LONG + " other")
-    records, skipped = review_records([first, second, third, {"decision": "maybe"}])
-    assert skipped == 1
+    odd = [{**first, "jaccard": 1e308}, {**first, "duplicate_id": {"a": 1}}, {**first, "matched_url": ["u"]}]
+    records, skipped = review_records([first, second, third, {"decision": "maybe"}, *odd])
+    assert skipped == 1 + len(odd)
+    erased = {**third, "matched_id": None, "matched_url": None, "erased": ["matched"]}
+    assert review_records([erased]) == ([erased], 0)
     finder = TextFinder()
     review_texts(finder, records, "review log")
     feed = write_jsonl(tmp_path / "items.jsonl", [{"url": B["url"], "body_text": "B from the feed"},
