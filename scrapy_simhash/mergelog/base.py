@@ -5,6 +5,7 @@ A backend is picked from a URI by :func:`scrapy_simhash.mergelog.log_store`; not
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,10 @@ class Tally:
             outcome = None if record is None else self.edit(record)
         except (ValueError, TypeError):  # a record in an odd shape: judged by its bytes, as unreadable ones
             record = None
+        if record is not None and outcome is not REMOVE:
+            left = raw if outcome is None else json.dumps(outcome).encode()
+            if not self.edit.keeps_unreadable(left):  # still names a page outside its sides (another shape)
+                record = None
         if record is None:
             if self.edit.keeps_unreadable(raw):
                 self.unjudged += 1

@@ -294,3 +294,15 @@ async def test_a_record_in_an_odd_shape_naming_the_page_goes(tmp_path) -> None:
     done = await erase_pages(str(path), [ERASED_URL])
     assert (done.unreadable_removed, done.unjudged) == (1, 0)  # the other names no page: kept as it is
     assert list(read_merge_log(str(path))) == odd[1:]
+
+
+async def test_a_record_naming_the_page_outside_its_sides_goes(tmp_path) -> None:
+    """Another shape of record, or a field of its own beside the sides: no byte naming the page stays."""
+    path = tmp_path / "merges.jsonl"
+    shaped = {"v": 3, "pages": {"canonical": {"id": ERASED_URL}}}
+    noted = {**RECORDS[0], "note": f"see {ERASED_URL}"}  # its sides are redacted; the note would stay
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in (shaped, noted, RECORDS[3])))
+    done = await erase_pages(str(path), [ERASED_URL])
+    assert done.unreadable_removed == 2
+    assert list(read_merge_log(str(path))) == [RECORDS[3]]
+    assert ERASED_URL.encode() not in path.read_bytes()
