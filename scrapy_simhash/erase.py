@@ -15,9 +15,18 @@ from scrapy_simhash.mergelog import LogRewrite, erase_pages
 from scrapy_simhash.redis_url import is_cluster, mask_url, sync_client
 from scrapy_simhash.settings import SimhashSettings, stream_key
 
-__all__ = ["Erasure", "erase"]
+__all__ = ["Erasure", "ErasureIncomplete", "erase"]
 
 logger = logging.getLogger(__name__)
+
+
+class ErasureIncomplete(Exception):
+    """The index no longer holds the page, but a log could not be rewritten: ``pages`` are what an
+    erasure run again must name, since the index no longer knows them."""
+
+    def __init__(self, pages: list[str], error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.pages = pages
 
 
 @dataclass
@@ -49,9 +58,12 @@ async def erase(config: SimhashSettings, key: str) -> Erasure:
     finally:
         await index.close()
     pages = result.pages | {key}
-    for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
-        if uri:
-            result.logs[kind] = await erase_pages(uri, pages, stream_key(config, kind))
+    try:
+        for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
+            if uri:
+                result.logs[kind] = await erase_pages(uri, pages, stream_key(config, kind))
+    except Exception as exc:
+        raise ErasureIncomplete(sorted(pages), exc) from exc
     for uri in {config.index_url, config.merge_log or "", config.review_log or ""}:
         if uri.partition("://")[0] in ("redis", "rediss", "unix") or is_cluster(uri):
             result.persistence += _rewrite_append_only_file(uri)

@@ -8,7 +8,7 @@ import asyncio
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.erase import erase
+from scrapy_simhash.erase import ErasureIncomplete, erase
 from scrapy_simhash.index import IndexNotFound
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import read
@@ -37,6 +37,15 @@ class Command(ScrapyCommand):
             result = asyncio.run(erase(config, args[0]))
         except (ValueError, IndexNotFound) as exc:
             raise UsageError(str(exc), print_help=False) from None
+        except ErasureIncomplete as exc:
+            again = " ".join(repr(page) for page in exc.pages)
+            raise UsageError(
+                f"the index no longer holds it, but a log could not be rewritten ({exc}); once that is "
+                f"fixed, erase each of these again: {again}", print_help=False,
+            ) from None
+        except Exception as exc:  # the index unreachable or refusing: it still holds the page
+            message = f"the erasure stopped ({type(exc).__name__}: {exc}); run it again"
+            raise UsageError(message, print_help=False) from None
         print(f"index {mask_url(config.index_url)}: {len(result.records)} records erased")
         for record in result.records:
             note = f", {record.promoted} is its group's canonical now" if record.promoted else ""

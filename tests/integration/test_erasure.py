@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,21 @@ async def test_erasing_a_canonical_leaves_no_byte_in_the_sqlite_index_or_the_log
     assert all(mirror.encode() in stored for mirror in MIRRORS)  # the copies' own audit stays
     records = list(read_merge_log(str(tmp_path / "data" / "merges.jsonl")))
     assert [r["erased"] for r in records if r.get("erased")] == [["canonical", "matched"]] * 3
+
+
+async def test_a_log_that_cannot_be_rewritten_names_what_to_erase_again(tmp_path):
+    """The index no longer knows the page's other names once its records are erased: the error says them."""
+    settings = file_settings(tmp_path)
+    await crawl(settings)
+    settings["SIMHASH_MERGE_LOG"] = str(tmp_path)  # a directory: the log cannot be rewritten
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "erase", VICTIM,
+         *(arg for name, value in settings.items() for arg in ("-s", f"{name}={value}"))],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "the index no longer holds it, but a log could not be rewritten (IsADirectoryError" in done.stderr
+    assert f"erase each of these again: {VICTIM!r}" in done.stderr
 
 
 async def test_erasing_one_duplicates_url_erases_it_alone(tmp_path):
