@@ -118,6 +118,7 @@ class SimhashPipeline:
         self._warned: set[str] = set()
         self._unchecked: Counter[str] = Counter()
         self._fields_seen: Counter[str] = Counter()
+        self._fields_given = crawler.settings.getpriority("SIMHASH_FIELDS") is not None
         self._items_checked = 0
         self._largest_group = 0
         self._usable = True
@@ -214,6 +215,8 @@ class SimhashPipeline:
             if self.learner is not None:
                 await self.learner.close()
             await self._flush_confirmations()
+            if 0 < self._items_checked < FIELD_CHECK_ITEMS:  # a crawl shorter than the early check
+                self._say_missing_fields()
             for log in (self.merge_log, self.review_log):
                 if log is not None:
                     try:
@@ -284,8 +287,8 @@ class SimhashPipeline:
         return self._pass_unchecked(item, "internal error", "logged above", logged=True)
 
     def _check_fields(self, adapter: ItemAdapter) -> None:
-        """Count items without any field SIMHASH_FIELDS names, and say once, early, when none of the
-        first items has one: the plugin then does nothing."""
+        """Count items without any field SIMHASH_FIELDS names, and say once, early, which fields none
+        of the first items has (:meth:`_say_missing_fields`)."""
         present = [name for name in self.config.fields if not _empty(adapter.get(name))]
         if not present:
             self._inc("simhash/items_without_fields")
@@ -294,14 +297,24 @@ class SimhashPipeline:
         self._items_checked += 1
         self._fields_seen.update(present)
         self._fields_seen.update(f"item:{name}" for name in adapter.keys())
-        if self._items_checked == FIELD_CHECK_ITEMS and not any(self._fields_seen[f] for f in self.config.fields):
-            have = sorted(name.removeprefix("item:") for name in self._fields_seen if name.startswith("item:"))
-            logger.warning(
-                "None of the first %(count)d items has a field SIMHASH_FIELDS names (%(fields)s): nothing is "
-                "compared. The items have: %(have)s",
-                {"count": FIELD_CHECK_ITEMS, "fields": self.config.fields, "have": ", ".join(have)},
-                extra={"spider": self.crawler.spider},
-            )
+        if self._items_checked == FIELD_CHECK_ITEMS:
+            self._say_missing_fields()
+
+    def _say_missing_fields(self) -> None:
+        """No first item has any of the fields: nothing is compared. A field of a list the user gave
+        that none has (a typo): items are compared on the others, perhaps a title alone. (The default
+        list's fields are each optional.)"""
+        missing = [name for name in self.config.fields if not self._fields_seen[name]]
+        if not missing or len(missing) < len(self.config.fields) and not self._fields_given:
+            return
+        have = ", ".join(sorted(name.removeprefix("item:") for name in self._fields_seen if name.startswith("item:")))
+        consequence = "nothing is compared" if len(missing) == len(self.config.fields) else "compared without it"
+        logger.warning(
+            "None of the first %(count)d items has the field(s) %(fields)s that SIMHASH_FIELDS names: "
+            "%(consequence)s. The items have: %(have)s",
+            {"count": self._items_checked, "fields": missing, "consequence": consequence, "have": have},
+            extra={"spider": self.crawler.spider},
+        )
 
     def _page(self, adapter: ItemAdapter) -> Page:
         config = self.config

@@ -135,6 +135,28 @@ async def test_fields_no_item_has_are_said_once_early(tmp_path, caplog):
     assert simhash_stats(pipeline)["simhash/items_without_fields"] == 30  # every one, not just the first
 
 
+async def test_a_named_field_no_item_has_is_said_when_the_list_was_given(tmp_path, caplog):
+    """One misspelt field of several: items are compared on the others, which may be a title only."""
+    pipeline = await open_pipeline(settings(tmp_path, SIMHASH_FIELDS="title,bdy"))
+    try:
+        for n in range(5):  # a crawl shorter than the early check: said when it closes
+            await feed(pipeline, {"url": f"u{n}", "title": f"title {n}", "body": article(n)})
+    finally:
+        await pipeline.close_spider()
+    [warning] = [r for r in caplog.records if "SIMHASH_FIELDS" in r.message]
+    assert "bdy" in warning.message and "body, title, url" in warning.message and "title" not in warning.args["fields"]
+
+
+async def test_the_default_fields_an_item_lacks_are_not_said(tmp_path, caplog):
+    pipeline = await open_pipeline(settings(tmp_path))  # title, description, body_text: no description
+    try:
+        for n in range(25):
+            await feed(pipeline, {"url": f"u{n}", "title": f"title {n}", "body_text": article(n)})
+    finally:
+        await pipeline.close_spider()
+    assert not [r for r in caplog.records if "SIMHASH_FIELDS" in r.message]
+
+
 async def test_an_unknown_setting_is_named_with_the_one_meant(tmp_path, caplog):
     """A misspelt or removed setting would silently leave its default in force."""
     pipeline = await open_pipeline(
