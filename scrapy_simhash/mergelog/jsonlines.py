@@ -104,6 +104,7 @@ class FileMergeLog(MergeLog):
         self.where = path
         self._fd = os.open(path, _WRITE_FLAGS, 0o666)
         self._turn = asyncio.Lock()  # one write at a time: a process's writes share one flock
+        self._cut_failed = False
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -160,8 +161,10 @@ class FileMergeLog(MergeLog):
             try:
                 os.ftruncate(fd, start)
             except OSError as cut:  # the next write, open or reader deals with the torn line
-                logger.error("Merge log %(where)s: could not cut a failed write back: %(error)s",
-                             {"where": self.where, "error": cut})
+                if not self._cut_failed:  # a file that cannot be truncated fails this on every write
+                    self._cut_failed = True
+                    logger.error("Merge log %(where)s: could not cut a failed write back: %(error)s (said once)",
+                                 {"where": self.where, "error": cut})
             raise MergeLogError(f"could not append to merge log {self.where}: {exc}") from exc
 
     async def close(self) -> None:

@@ -113,3 +113,15 @@ def test_readers_skip_and_count_torn_and_invalid_lines(tmp_path, caplog) -> None
         assert list(reader) == good
     assert reader.skipped == 4  # invalid JSON, not an object, not UTF-8, the torn last line (a blank line is none)
     assert f"4 torn or invalid merge-log lines skipped in {path}" in caplog.text
+
+
+async def test_a_log_that_cannot_be_cut_back_says_so_once(caplog) -> None:
+    """/dev/full takes no byte and cannot be truncated: every write fails, one error line says why."""
+    log = open_merge_log("/dev/full", "unused")
+    try:
+        for _ in range(3):
+            with pytest.raises(MergeLogError):
+                await log.write([record()])
+    finally:
+        await log.close()
+    assert sum("could not cut a failed write back" in r.getMessage() for r in caplog.records) == 1
