@@ -4,30 +4,19 @@ fingerprinted in one batch, and each is judged as it would be alone."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from crawls import crawl
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
-
-DRIVER = Path(__file__).with_name("crawl_stream.py")
 
 
 def test_a_listing_pages_items_are_fingerprinted_together_and_judged_each(tmp_path):
     listings = [{"url": f"https://shop/{i}", "body_text": article(900 + i, words=60)} for i in range(30)]
     reposts = [{"url": f"https://shop/re/{i}", "body_text": edited(listing["body_text"])}
                for i, listing in enumerate(listings)]
-    stream = tmp_path / "items.jsonl"
-    stream.write_text("".join(json.dumps(item) + "\n" for item in listings[:20] + reposts[:10] + listings[20:]))
-    overrides = {"SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db", "SIMHASH_BOILERPLATE": False,
-                 "STREAM_ITEMS_PER_PAGE": 40}
-    result = subprocess.run([sys.executable, str(DRIVER), str(stream), str(tmp_path), json.dumps(overrides)],
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    stats = json.loads((tmp_path / "stats.json").read_text())
+    stats, _ = crawl(tmp_path, listings[:20] + reposts[:10] + listings[20:], STREAM_ITEMS_PER_PAGE=40)
     assert stats["simhash/signed_together_max"] == 40  # the first page's items, all in one batch
     assert stats["simhash/duplicates"] == 10 and stats["simhash/unique"] == 30
     kept = [json.loads(line)["url"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
@@ -39,17 +28,10 @@ def test_canonicals_are_confirmed_when_a_later_pipeline_returns_a_new_item(tmp_p
     same, or the next crawl takes it for a crashed crawl's pending page and keeps every copy again."""
     pages = [{"url": f"https://shop/{i}", "body_text": article(950 + i, words=80)} for i in range(12)]
     copies = [{"url": f"https://mirror/{i}", "body_text": page["body_text"]} for i, page in enumerate(pages)]
-    overrides = {"SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db", "SIMHASH_BOILERPLATE": False,
-                 "STREAM_COPY_ITEMS": True}
-    for run, items in (("first", pages), ("second", copies)):
-        out = tmp_path / run
-        out.mkdir()
-        stream = out / "items.jsonl"
-        stream.write_text("".join(json.dumps(item) + "\n" for item in items))
-        result = subprocess.run([sys.executable, str(DRIVER), str(stream), str(out), json.dumps(overrides)],
-                                capture_output=True, text=True, timeout=180)
-        assert result.returncode == 0, result.stderr[-3000:]
-    first = json.loads((tmp_path / "first" / "stats.json").read_text())
-    second = json.loads((tmp_path / "second" / "stats.json").read_text())
+    index = f"sqlite:///{tmp_path}/index.db"  # both crawls'
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, _ = crawl(tmp_path / "first", pages, SIMHASH_INDEX_URL=index, STREAM_COPY_ITEMS=True)
+    second, _ = crawl(tmp_path / "second", copies, SIMHASH_INDEX_URL=index, STREAM_COPY_ITEMS=True)
     assert first["simhash/unique"] == 12 and first["item_scraped_count"] == 12
     assert second.get("simhash/duplicates") == 12, second

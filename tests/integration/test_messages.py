@@ -3,33 +3,15 @@ says what and what happens next, never a traceback per item, never a password.""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from crawls import crawl
 from redis_servers import free_port
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
 
-DRIVER = Path(__file__).with_name("crawl_stream.py")
 ITEMS = [{"url": f"https://site/{i}", "body_text": article(800 + i)} for i in range(6)]
 COPIES = [{"url": f"https://mirror/{i}", "body_text": edited(item["body_text"])} for i, item in enumerate(ITEMS)]
-
-
-def crawl(tmp_path: Path, items: list[dict], **settings) -> tuple[dict, str]:
-    """Crawl ``items`` with ``settings``; (stats, log)."""
-    stream = tmp_path / "items.jsonl"
-    stream.write_text("".join(json.dumps(item) + "\n" for item in items))
-    overrides = {"SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db", "SIMHASH_BOILERPLATE": False, **settings}
-    result = subprocess.run(
-        [sys.executable, str(DRIVER), str(stream), str(tmp_path), json.dumps(overrides)],
-        capture_output=True, text=True, timeout=180,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads((tmp_path / "stats.json").read_text()), (tmp_path / "crawl.log").read_text()
 
 
 def lines_with(log: str, text: str) -> list[str]:
