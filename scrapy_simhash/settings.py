@@ -229,7 +229,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         value = reader.raw(name)
         if value is None:
             return data_file(f"{spider}-{suffix}.jsonl")
-        if value is False or str(value).strip().lower() in OFF:
+        if str(value).strip().lower() in OFF:  # False reads "false"
             return None
         return fill(str(value))
 
