@@ -54,9 +54,11 @@ class GuardedIndex:
         self.consequence = consequence  # what happens to an item the index could not judge, for the log
         self._open = False
         self._in_flight = asyncio.Semaphore(index.max_in_flight)
-        self._failing_since: float | None = None
-        self._failed_items = 0
-        self._summarised_at = 0.0
+        self._failing_since: float | None = None  # the current outage's start; None while the index answers
+        self._failed_items = 0  # failed calls not yet in a log line
+        self._summarised_at: float | None = None  # the last warning, which the next waits SUMMARY_INTERVAL after
+        self._announced = False  # the current outage had its warning, so its end is said too
+        self._answered = False  # the index answered since the last warning: failing on and off
         self._last_error = ""
 
     @property
@@ -113,7 +115,7 @@ class GuardedIndex:
         await self._call(self.index.save_boilerplate, host, version, blob)
 
     async def close(self) -> None:
-        if self._failing_since is not None and self._failed_items:
+        if self._failed_items:
             self._summarise(closing=True)
         await self.index.close()
 
@@ -147,40 +149,49 @@ class GuardedIndex:
         message = f"index {self.index.location} {name}() failed {attempts} time{'s' * (attempts > 1)} ({error})"
         self._last_error = error
         now = time.monotonic()
+        self._failing_since = self._failing_since or now
         if not report:  # the caller says it; later failures of the same outage are only counted
-            self._failing_since = self._failing_since or now
-            self._summarised_at = self._summarised_at or now
+            self._summarised_at, self._announced = now, True
             return IndexUnavailable(message, exc)
         self._failed_items += 1
-        if self._failing_since is None:
-            self._failing_since = self._summarised_at = now
-            logger.warning(
-                "SimHash %(message)s: %(consequence)s", {"message": message, "consequence": self.consequence}
-            )
-        elif now - self._summarised_at >= SUMMARY_INTERVAL:
-            self._summarise()
+        if self._summarised_at is None or now - self._summarised_at >= SUMMARY_INTERVAL:
+            if self._failed_items == 1:
+                logger.warning(
+                    "SimHash %(message)s: %(consequence)s", {"message": message, "consequence": self.consequence}
+                )
+                self._failed_items, self._summarised_at, self._answered = 0, now, False
+            else:  # failures since the last warning, the index failing on and off meanwhile
+                self._summarise()
+            self._announced = True
         return IndexUnavailable(message, exc)
 
     def _summarise(self, closing: bool = False) -> None:
+        if self._answered:
+            state = "failed on and off"
+        else:
+            state = "failed until the spider closed" if closing else "still failing"
         logger.warning(
             "SimHash index %(location)s %(state)s: %(items)d calls failed in the last %(seconds).0f s "
             "(last error: %(error)s)",
             {
                 "location": self.index.location,
-                "state": "failed until the spider closed" if closing else "still failing",
+                "state": state,
                 "items": self._failed_items,
-                "seconds": time.monotonic() - self._summarised_at,
+                "seconds": time.monotonic() - (self._summarised_at or self._failing_since or 0.0),
                 "error": self._last_error,
             },
         )
         self._summarised_at = time.monotonic()
         self._failed_items = 0
+        self._answered = False
 
     def _recovered(self) -> None:
+        """The outage ends; said only for one that was warned of, so an index failing on and off
+        gets a warning and a summary a SUMMARY_INTERVAL, not two lines a failure."""
         if self._failing_since is not None:
-            logger.info(
-                "SimHash index %(location)s answers again after %(seconds).0f s",
-                {"location": self.index.location, "seconds": time.monotonic() - self._failing_since},
-            )
-            self._failing_since = None
-            self._failed_items = 0
+            if self._announced:
+                logger.info(
+                    "SimHash index %(location)s answers again after %(seconds).0f s",
+                    {"location": self.index.location, "seconds": time.monotonic() - self._failing_since},
+                )
+            self._failing_since, self._announced, self._answered = None, False, True

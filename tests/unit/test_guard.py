@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import redis.exceptions
 from samples import LAYOUT
@@ -70,3 +72,32 @@ async def test_an_outage_is_reported_once_then_counted(caplog):
             await guard._call(index.count)
     [report] = [r for r in caplog.records if "SimHash index" in r.message]
     assert "passed on" in report.message and "secret" not in caplog.text
+
+
+class AlternatingIndex(FlakyIndex):
+    """Fails every other call: an index on a full disk or behind a flapping link."""
+
+    async def count(self) -> int:
+        self.calls += 1
+        if self.calls % 2:
+            raise self.error
+        return 7
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_an_index_failing_on_and_off_is_reported_once_then_summarised(caplog):
+    caplog.set_level(logging.INFO, "scrapy_simhash.guard")
+    index = AlternatingIndex(0, redis.exceptions.ConnectionError("reset"))
+    guard = guarded(index, retries=0)
+    for _ in range(10):
+        with pytest.raises(IndexUnavailable):
+            await guard._call(index.count)
+        assert await guard._call(index.count) == 7
+    said = [r.message for r in caplog.records if "SimHash index" in r.message]
+    assert len(said) == 2 and "passed on" in said[0] and "answers again" in said[1]
+    caplog.clear()
+    await guard.close()
+    [summary] = [r.message for r in caplog.records if "SimHash index" in r.message]
+    assert "9 calls failed" in summary and "on and off" in summary
