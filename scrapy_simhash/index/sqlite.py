@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -81,6 +82,11 @@ _CANDIDATE = (
 )
 
 
+#: Seconds a call waits for another process's write lock: a crawl's transactions hold it for
+#: milliseconds, so a longer wait is a lock held on purpose (an open sqlite3 shell, a backup).
+LOCK_WAIT = 30.0
+
+
 class SQLiteIndex(Index):
     transient_errors = (sqlite3.OperationalError,)  # "database is locked" and disk I/O hiccups
 
@@ -95,9 +101,20 @@ class SQLiteIndex(Index):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sqlite")
         self._db: sqlite3.Connection | None = None
         self._closed = False
+        self.lock_wait = LOCK_WAIT
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._executor.submit(fn, *args))
+        return await asyncio.wrap_future(self._executor.submit(self._in_time, time.monotonic(), fn, *args))
+
+    def _in_time(self, made: float, fn: Callable[..., T], *args: Any) -> T:
+        """On the thread: ``fn``, waiting for another process's lock until ``lock_wait`` after the call
+        was ``made``. Calls queue on the one thread, so a lock held for minutes would otherwise cost
+        every queued call a whole wait in turn, and the crawl would stop instead of passing its items
+        on; this way the calls queued behind a wait fail with it."""
+        if self._db is not None:
+            left = max(0.0, made + self.lock_wait - time.monotonic())
+            self._db.execute(f"PRAGMA busy_timeout = {round(left * 1000)}")
+        return fn(*args)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -182,7 +199,7 @@ class SQLiteIndex(Index):
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
-            db = self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db = self._db = sqlite3.connect(self.path, timeout=self.lock_wait, isolation_level=None)
             db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()

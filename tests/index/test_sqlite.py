@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -32,3 +33,30 @@ async def test_a_file_of_an_earlier_version_is_refused_and_left_as_it_was(tmp_pa
         await index.open()
     await index.close()
     assert path.read_bytes() == before
+
+
+async def test_calls_queued_behind_a_held_lock_wait_from_when_they_were_made(tmp_path):
+    """Another process holding the write lock for minutes: each call waits at most ``lock_wait`` from
+    when it was made, so the calls queued on the index's one thread meanwhile fail together, and
+    the crawl passes its items on, instead of each waiting its own ``lock_wait`` in turn."""
+    import time
+
+    from samples import hashes, record
+
+    path = tmp_path / "index.db"
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    await index.open()
+    index.lock_wait = 1.0
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    calls = 20
+    started = time.monotonic()
+    results = await asyncio.gather(
+        *(index.check_and_add(record(f"page-{n}", hashes(n))) for n in range(calls)), return_exceptions=True
+    )
+    waited = time.monotonic() - started
+    holder.execute("ROLLBACK")
+    assert all(isinstance(r, sqlite3.OperationalError) and "locked" in str(r) for r in results)
+    assert waited < calls * index.lock_wait / 4  # one wait, not 20 in turn (20 s)
+    assert (await index.check_and_add(record("page-0", hashes(0)))).added  # and the lock's end is seen
+    await index.close()
