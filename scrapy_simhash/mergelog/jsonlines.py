@@ -37,6 +37,17 @@ def encode_lines(records: Sequence[dict[str, Any]]) -> bytes:
     return "".join([_encode(record) + "\n" for record in records]).encode()
 
 
+def open_log(path: str, flags: int) -> int:
+    """A descriptor of the log file at ``path``; ValueError if it is no regular file. A FIFO nobody
+    reads would block a write, and the crawl with it, once its buffer is full; a rewrite renames a
+    new file over the log, which would put a file in place of a FIFO or a device."""
+    fd = os.open(path, flags, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    return fd
+
+
 def is_current(fd: int, path: str) -> bool:
     """Whether ``fd`` is still the file at ``path`` (a rewrite renames a new file over it)."""
     try:
@@ -57,7 +68,7 @@ def lock_current(path: str, fd: int, flags: int) -> int:
                 return fd
             os.close(fd)
             fd = -1
-            fd = os.open(path, flags, 0o666)
+            fd = open_log(path, flags)
     except BaseException:
         if fd >= 0:
             os.close(fd)
@@ -102,7 +113,7 @@ class FileMergeLog(MergeLog):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.where = path
-        self._fd = os.open(path, _WRITE_FLAGS, 0o666)
+        self._fd = open_log(path, _WRITE_FLAGS)
         self._turn = asyncio.Lock()  # one write at a time: a process's writes share one flock
         self._cut_failed = False
         try:
@@ -117,7 +128,7 @@ class FileMergeLog(MergeLog):
     async def _lock(self) -> int:
         """The descriptor of the file now at the path, exclusively locked."""
         if self._fd < 0:  # a reopen failed before
-            self._fd = os.open(self.path, _WRITE_FLAGS, 0o666)
+            self._fd = open_log(self.path, _WRITE_FLAGS)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if is_current(self._fd, self.path):
@@ -192,7 +203,7 @@ def read_lines(path: str) -> Iterator[dict[str, Any] | None]:
 def rewrite_file(path: str, edit: Edit, where: str) -> LogRewrite:
     """Apply ``edit`` to a JSON-lines log under the writers' lock; see :meth:`FileStore.rewrite`."""
     try:
-        fd = lock_current(path, os.open(path, _REWRITE_FLAGS), _REWRITE_FLAGS)
+        fd = lock_current(path, open_log(path, _REWRITE_FLAGS), _REWRITE_FLAGS)
     except FileNotFoundError:
         return LogRewrite(where)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_simhash.mergelog import MergeLogError, open_merge_log, read_merge_log, review_record
+from scrapy_simhash.mergelog import MergeLogError, erase_pages, open_merge_log, read_merge_log, review_record
 from merge_records import record
 
 
@@ -115,9 +115,17 @@ def test_readers_skip_and_count_torn_and_invalid_lines(tmp_path, caplog) -> None
     assert f"4 torn or invalid merge-log lines skipped in {path}" in caplog.text
 
 
-async def test_a_log_that_cannot_be_cut_back_says_so_once(caplog) -> None:
-    """/dev/full takes no byte and cannot be truncated: every write fails, one error line says why."""
-    log = open_merge_log("/dev/full", "unused")
+async def test_a_log_that_cannot_be_cut_back_says_so_once(small_disk: Path, monkeypatch, caplog) -> None:
+    """A log on a full disk that cannot be truncated either (an append-only attribute, a failing
+    device) fails every write and every cut back: one error line says why. The disk is really full;
+    the refused truncation is staged, as no filesystem at hand refuses one cheaply."""
+    log = open_merge_log(str(small_disk / "merges.jsonl"), "unused")
+    fill(small_disk, leave=0)
+
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "ftruncate", refuse)
     try:
         for _ in range(3):
             with pytest.raises(MergeLogError):
@@ -125,3 +133,22 @@ async def test_a_log_that_cannot_be_cut_back_says_so_once(caplog) -> None:
     finally:
         await log.close()
     assert sum("could not cut a failed write back" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_merge_log_that_is_no_regular_file_is_refused(tmp_path) -> None:
+    """A FIFO nobody reads would take 64 kB of records, then block the crawl in a write for good;
+    a device cannot be cut back or rewritten. The writer refuses both at open."""
+    fifo = tmp_path / "merges.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="merges.fifo is not a regular file"):
+        open_merge_log(str(fifo), "")
+
+
+async def test_an_erasure_leaves_a_log_path_that_is_no_regular_file_alone(tmp_path) -> None:
+    """An erasure renames a new file over the log: over a FIFO or ``/dev/null`` that would put a
+    file of records in its place."""
+    fifo = tmp_path / "merges.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        await erase_pages(str(fifo), ["https://example.com/a"])
+    assert fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["merges.fifo"]
