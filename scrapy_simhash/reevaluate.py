@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_simhash.mergelog import DECISIONS, is_number
@@ -54,33 +54,40 @@ class Flip:
     decision: LoggedDecision
 
 
-def parse_decisions(entries: Iterable[dict[str, Any]]) -> tuple[list[LoggedDecision], int]:
-    """The usable entries of a merge log, and how many were not: each is logged and skipped, never fatal."""
-    decisions, skipped = [], 0
+@dataclass
+class Replay:
+    """A merge log replayed under a new threshold: the decisions that flip, in log order, and how many
+    entries were replayed (``total``) or not usable (``unusable``)."""
+
+    flipped: list[Flip] = field(default_factory=list)
+    total: int = 0
+    unusable: int = 0
+
+
+def replay(entries: Iterable[dict[str, Any]], threshold: float) -> Replay:
+    """One pass over a merge log's entries: only the flips are kept, so a log of any size replays in
+    the memory of its flips. An unusable entry is logged and skipped, never fatal."""
+    result = Replay()
     for number, entry in enumerate(entries, 1):
         try:
-            decisions.append(LoggedDecision.from_entry(entry))
+            decision = LoggedDecision.from_entry(entry)
         except ValueError as exc:
-            skipped += 1
+            result.unusable += 1
             logger.warning("merge-log entry %(number)d skipped: %(error)s", {"number": number, "error": exc})
-    if skipped:
-        logger.warning("%(skipped)d merge-log entries were skipped", {"skipped": skipped})
-    return decisions, skipped
-
-
-def flips(decisions: Iterable[LoggedDecision], threshold: float) -> list[Flip]:
-    """The decisions that change under the new rule, in log order."""
-    out = []
-    for decision in decisions:
+            continue
+        result.total += 1
         after = decision.replay(threshold)
         if after != decision.decision:
-            out.append(Flip(decision.decision, after, decision))
-    return out
+            result.flipped.append(Flip(decision.decision, after, decision))
+    if result.unusable:
+        logger.warning("%(skipped)d merge-log entries were skipped", {"skipped": result.unusable})
+    return result
 
 
-def format_flips(flipped: list[Flip], total: int, unreadable: int = 0, unusable: int = 0) -> str:
+def format_flips(result: Replay, unreadable: int = 0) -> str:
     """A table of the flipped decisions and a summary, with the lines (``unreadable``) and records
-    (``unusable``) of the log that were skipped. Columns are as wide as their widest value."""
+    (``result.unusable``) of the log that were skipped. Columns are as wide as their widest value."""
+    flipped, total, unusable = result.flipped, result.total, result.unusable
     rows = [
         (
             str(flip.decision.entry.get("timestamp", "")),

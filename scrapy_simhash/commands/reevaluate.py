@@ -10,7 +10,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.mergelog import read_merge_log
-from scrapy_simhash.reevaluate import flips, format_flips, parse_decisions
+from scrapy_simhash.reevaluate import format_flips, replay
 
 
 class Command(ScrapyCommand):
@@ -34,8 +34,7 @@ class Command(ScrapyCommand):
             raise UsageError(f"--threshold must be between 0 and 1, got {opts.threshold}", print_help=False)
         reader = read_merge_log(args[0])
         try:
-            decisions, unusable = parse_decisions(reader)
+            result = replay(reader, opts.threshold)
         except (OSError, ValueError, redis.RedisError) as exc:
             raise UsageError(f"cannot read merge log {reader.store.where}: {exc}", print_help=False) from None
-        flipped = flips(decisions, opts.threshold)
-        print(format_flips(flipped, len(decisions), reader.skipped, unusable))
+        print(format_flips(result, reader.skipped))
