@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy_simhash.mergelog import DECISIONS, is_number
+from scrapy_simhash.mergelog import DECISIONS, is_jaccard, is_number
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class LoggedDecision:
         distance, jaccard = entry.get("distance"), entry.get("jaccard")
         if not is_number(distance) or not float(distance).is_integer() or not 0 <= distance <= 64:
             raise ValueError(f"distance must be a whole number of bits from 0 to 64, got {distance!r}")
-        if not is_number(jaccard) or not 0 <= jaccard <= 1:
+        if not is_jaccard(jaccard):
             raise ValueError(f"jaccard must be a number from 0 to 1, got {jaccard!r}")
         return cls(decision, int(distance), float(jaccard), entry)
 

@@ -24,7 +24,7 @@ from itemadapter import ItemAdapter, is_item
 
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value
 from scrapy_simhash.jsonl import json_objects
-from scrapy_simhash.mergelog import DECISIONS, is_number
+from scrapy_simhash.mergelog import DECISIONS, is_jaccard, is_number
 from scrapy_simhash.settings import SimhashSettings
 
 __all__ = [
@@ -80,7 +80,7 @@ def _problem(record: Any) -> str | None:
     rule = record.get("rule")
     if not isinstance(rule, Mapping) or not is_number(rule.get("jaccard_threshold")):
         return "no rule.jaccard_threshold"
-    if not is_number(record.get("jaccard")) or not 0 <= record["jaccard"] <= 1:
+    if not is_jaccard(record.get("jaccard")):
         return "no jaccard from 0 to 1"
     for name in PAGE_FIELDS:
         if not isinstance(record.get(name), (str, type(None))):  # None: an erased side

@@ -26,6 +26,7 @@ __all__ = [
     "Rule",
     "expired",
     "fingerprint_hex",
+    "is_jaccard",
     "is_number",
     "merge_record",
     "redact",
@@ -94,6 +95,11 @@ class Rule:
 def is_number(value: Any) -> bool:
     """A number a record may hold: finite, and not a bool (JSON's true is no number)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_jaccard(value: Any) -> bool:
+    """A Jaccard a record may hold: a number from 0 to 1."""
+    return is_number(value) and 0 <= value <= 1
 
 
 def fingerprint_hex(fingerprint: int) -> str:
