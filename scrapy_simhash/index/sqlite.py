@@ -102,6 +102,7 @@ class SQLiteIndex(Index):
         self._db: sqlite3.Connection | None = None
         self._closed = False
         self.lock_wait = LOCK_WAIT
+        self._busy_timeout = 0.0  # the connection's, in seconds
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wrap_future(self._executor.submit(self._in_time, time.monotonic(), fn, *args))
@@ -111,9 +112,10 @@ class SQLiteIndex(Index):
         was ``made``. Calls queue on the one thread, so a lock held for minutes would otherwise cost
         every queued call a whole wait in turn, and the crawl would stop instead of passing its items
         on; this way the calls queued behind a wait fail with it."""
-        if self._db is not None:
-            left = max(0.0, made + self.lock_wait - time.monotonic())
+        left = round(max(0.0, made + self.lock_wait - time.monotonic()), 1)
+        if self._db is not None and left != self._busy_timeout:  # a PRAGMA costs ~5 us: most calls keep it
             self._db.execute(f"PRAGMA busy_timeout = {round(left * 1000)}")
+            self._busy_timeout = left
         return fn(*args)
 
     @contextmanager
@@ -200,6 +202,7 @@ class SQLiteIndex(Index):
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
             db = self._db = sqlite3.connect(self.path, timeout=self.lock_wait, isolation_level=None)
+            self._busy_timeout = self.lock_wait
             db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()
