@@ -179,12 +179,36 @@ def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     return _tokenise_points(*_normalised(text))
 
 
+#: The normalised text keeps at most this many times the characters of the text. NFKC lengthens a
+#: few characters many times (U+FDFA: 18 characters), which a page can repeat a million times (843
+#: MB and 5.6 s to sign 1M of them); real text grows a few percent at most.
+MAX_GROWTH = 2
+_NFKC_CHUNK = 1 << 16
+
+
+def _nfkc_lower(text: str, chunk: int = _NFKC_CHUNK) -> str:
+    """NFKC and lower case of ``text``, its first ``MAX_GROWTH * len(text)`` characters. A long text is
+    normalised in chunks, until that many are made, each cut before its last space or line break,
+    where neither NFKC nor lower() joins what is before and after (they compose with nothing and end
+    a final sigma's context); a run of ``chunk`` characters without one is cut where it ends."""
+    limit = MAX_GROWTH * len(text)
+    parts, made, start = [], 0, 0
+    while start < len(text) and made < limit:
+        end = len(text)
+        if end - start > chunk:
+            end = max(text.rfind(" ", start + 1, start + chunk), text.rfind("\n", start + 1, start + chunk))
+            end = end if end > start else start + chunk
+        parts.append(unicodedata.normalize("NFKC", text[start:end]).lower())
+        made, start = made + len(parts[-1]), end
+    return "".join(parts)[:limit]
+
+
 def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """The code points of ``text`` without default-ignorables, NFKC, lower case; their classes, and
-    the highest class. NFKC and lower() turn default-ignorables into default-ignorables only, and
-    nothing else into one, so the normalised text holds one exactly when ``text`` does: only then is
-    ``text`` searched for them."""
-    normalised = unicodedata.normalize("NFKC", text).lower()
+    """The code points of ``text`` without default-ignorables, NFKC, lower case (:func:`_nfkc_lower`);
+    their classes, and the highest class. NFKC and lower() turn default-ignorables into
+    default-ignorables only, and nothing else into one, so the normalised text holds one exactly when
+    ``text`` does: only then is ``text`` searched for them."""
+    normalised = _nfkc_lower(text)
     points = np.frombuffer(normalised.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     classes = _CLASSES.take(points)
     top = int(classes.max(initial=_NON_WORD))

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import random
 import re
+import tracemalloc
 import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from texts import CHINESE_PARK, CHINESE_RECIPE, passages
 
-from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard, simhash, tokens
+from scrapy_simhash.fingerprint import MAX_GROWTH, Fingerprinter, _nfkc_lower, hamming, jaccard, simhash, tokens
 
 # How far apart (bits of 64) the fingerprints of a pair at the default Jaccard threshold lie at most.
 MAX_DISTANCE, THRESHOLD = 18, 0.82
@@ -144,3 +147,33 @@ def test_a_russian_copy_matches_and_different_russian_texts_stay_apart() -> None
         assert jaccard(RUSSIAN_WEATHER, RUSSIAN_PROGRAMMING, width=width) < 0.1
     assert hamming(simhash(RUSSIAN_WEATHER), simhash(RUSSIAN_PROGRAMMING)) > MAX_DISTANCE
     assert Fingerprinter().shingling(RUSSIAN_WEATHER).words == len(RUSSIAN_WEATHER.split())
+
+
+# Characters whose NFKC or lower case depends on their neighbours or lengthens them: combining marks
+# (reordered, composed), Hangul jamo (composed into syllables), the Greek capital sigma (final form
+# at a word's end), ligatures and U+FDFA (18 characters), the dotted capital I (2 in lower case).
+TRICKY = "aeΣσ\u0301\u0323\u0308\u1100\u1161\u11a8가ﬃ\ufdfaİ한A"
+
+
+@given(
+    words=st.lists(st.text(alphabet=TRICKY, min_size=0, max_size=6), max_size=40),
+    breaks=st.lists(st.sampled_from([" ", "\n"]), min_size=40, max_size=40),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_long_text_normalised_in_chunks_reads_as_normalised_whole(words: list[str], breaks: list[str]) -> None:
+    """Cut before spaces and line breaks, the chunks normalise as the whole text does, up to its cap."""
+    text = "".join(word + sep for word, sep in zip(words, breaks))
+    whole = unicodedata.normalize("NFKC", text).lower()
+    assert _nfkc_lower(text, chunk=8) == whole[: MAX_GROWTH * len(text)]
+
+
+def test_a_text_that_normalisation_lengthens_many_times_signs_in_bounded_memory() -> None:
+    """A million U+FDFA (each 18 characters under NFKC) took 843 MB and 5.6 s to sign."""
+    fingerprinter = Fingerprinter()
+    tracemalloc.start()
+    try:
+        signature = fingerprinter.signature(fingerprinter.shingling("\ufdfa" * 1_000_000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(signature.hashes) > 0 and peak < 150_000_000
