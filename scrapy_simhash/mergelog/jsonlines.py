@@ -44,7 +44,7 @@ def open_log(path: str, flags: int) -> int:
     fd = os.open(path, flags, 0o666)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ValueError(f"{path} is not a regular file")
+        raise ValueError(f"{path} is not a regular file (erasure and retention rewrite a merge log in place)")
     return fd
 
 
