@@ -415,7 +415,8 @@ local function erase_record(r, replacement)
     return {r.rid, was_canonical and 1 or 0, promoted, promoted_wid, r.wid}
 end
 
--- Add a new canonical; a stale record under its id (a crashed crawl's) hands it its group.
+-- Add a new canonical; a stale record under its id (a crashed crawl's) hands it its group (the first
+-- one's, when the crashed crawl indexed the id more than once).
 -- Arguments from ARGV[a]: fingerprint, write id, session, id handle, url handle, ttl, now, then the
 -- page data (write_data's).
 local function insert(a, sketch, flags, digest)
@@ -428,7 +429,7 @@ local function insert(a, sketch, flags, digest)
         if r and r.idh == idh then
             if crashed(r, session) then
                 local g = group(r.gid)
-                if g.canonical == r.rid and g.size > 1 then
+                if gid == rid and g.canonical == r.rid and g.size > 1 then  -- one group only: the first
                     gid = r.gid
                     erase_record(r, rid)
                 else

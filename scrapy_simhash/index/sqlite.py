@@ -319,16 +319,18 @@ class SQLiteIndex(Index):
 
     def _insert(self, record: Record, sketch: bytes, digest: bytes | None) -> int:
         """Add ``record`` as a group's canonical (pending), in the caller's transaction. A stale
-        pending record under this id (a crashed crawl's) is replaced: the new one takes its group."""
+        pending record under this id (a crashed crawl's) is replaced: the new one takes its group (the
+        first one's, when the crashed crawl indexed the id more than once)."""
         db = self._connection()
         gid = None
         for rid, old_gid, pending in db.execute(
-            "SELECT rid, gid, pending FROM records WHERE id = ?", (record.id,)
+            "SELECT rid, gid, pending FROM records WHERE id = ? ORDER BY rid", (record.id,)
         ).fetchall():
             if pending is not None and pending != self.session:
                 canonical = db.execute("SELECT canonical FROM groups WHERE gid = ?", (old_gid,)).fetchone()
                 self._erase_rid(rid)
-                if canonical is not None and canonical[0] == rid and self._group_exists(old_gid):
+                first = gid is None  # of several such groups, the new record takes one: the first
+                if first and canonical is not None and canonical[0] == rid and self._group_exists(old_gid):
                     gid = old_gid
         banded = digest is None
         rid = self._store(record, sketch, gid or 0, banded=banded, digest=digest, pending=True)

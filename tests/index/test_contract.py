@@ -438,6 +438,27 @@ async def test_a_rerun_page_takes_its_crashed_records_place_in_the_group_it_star
     assert member.rid == joined.rid and member.group == pending.added
 
 
+async def test_a_rerun_page_takes_one_of_several_crashed_groups_it_started(make_index):
+    """The killed crawl indexed one id twice (its page changed meanwhile), and a copy joined each:
+    the rerun's page takes one group over; the other keeps a canonical of its own members (Redis
+    named the rerun's page canonical of both, and it was a member of one)."""
+    crashed = await make_index(session=b"crsh")
+    texts = hashes(105), hashes(106)
+    for n, text in enumerate(texts):
+        await crashed.check_and_add(record("a", text))
+        copy = record(f"copy{n}", near(text, 0.85, seed=107 + n))
+        found = await crashed.check_and_add(copy)
+        await crashed.join(copy, found.candidates[0], banded=True)
+    await crashed.close()
+    rerun = await make_index(session=b"rrun")
+    assert (await rerun.check_and_add(record("a", texts[0]))).added
+    [page] = await rerun.records("a")
+    copies = [stored for n in range(2) for stored in await rerun.records(f"copy{n}")]
+    assert page.canonical and sum(copy.group == page.group for copy in copies) == 1
+    [other] = [copy for copy in copies if copy.group != page.group]
+    assert other.canonical
+
+
 async def test_no_page_joins_a_group_whose_canonical_a_crashed_crawl_never_exported(make_index):
     """The group's copies were dropped for a page that never reached the feed: a later copy starts a
     group of its own and is kept, and the rerun's page then joins that copy."""
