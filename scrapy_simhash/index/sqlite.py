@@ -327,10 +327,11 @@ class SQLiteIndex(Index):
             "SELECT rid, gid, pending FROM records WHERE id = ? ORDER BY rid", (record.id,)
         ).fetchall():
             if pending is not None and pending != self.session:
-                canonical = db.execute("SELECT canonical FROM groups WHERE gid = ?", (old_gid,)).fetchone()
-                self._erase_rid(rid)
-                first = gid is None  # of several such groups, the new record takes one: the first
-                if first and canonical is not None and canonical[0] == rid and self._group_exists(old_gid):
+                canonical, size = db.execute("SELECT canonical, size FROM groups WHERE gid = ?", (old_gid,)).fetchone()
+                # of several such groups, the new record takes one over: the first
+                handed_over = gid is None and canonical == rid and size > 1
+                self._erase_rid(rid, handed_over=handed_over)
+                if handed_over:
                     gid = old_gid
         banded = digest is None
         rid = self._store(record, sketch, gid or 0, banded=banded, digest=digest, pending=True)
@@ -347,9 +348,6 @@ class SQLiteIndex(Index):
                 (rid, ttl, self._expiry(ttl), gid),
             )
         return rid
-
-    def _group_exists(self, gid: int) -> bool:
-        return self._connection().execute("SELECT 1 FROM groups WHERE gid = ?", (gid,)).fetchone() is not None
 
     def _expiry(self, ttl: float | None) -> float | None:
         return None if ttl is None else self.retention.clock() + ttl
@@ -484,10 +482,11 @@ class SQLiteIndex(Index):
         self._checkpoint()
         return erased
 
-    def _erase_rid(self, rid: int, *, whole_group: bool = False) -> Erased:
+    def _erase_rid(self, rid: int, *, whole_group: bool = False, handed_over: bool = False) -> Erased:
         """Erase one record in the caller's transaction; its group keeps its other members, which take
         over the band keys it was listed under, and its earliest findable member becomes canonical if
-        the canonical goes. ``whole_group``: every member goes in this transaction (nothing to take over)."""
+        the canonical goes. ``whole_group``: every member goes in this transaction (nothing to take over);
+        ``handed_over``: the caller makes a new record the canonical (no member is promoted)."""
         db = self._connection()
         gid, banded, sketch, id_, url = db.execute(
             "SELECT gid, banded, sketch, id, url FROM records WHERE rid = ?", (rid,)
@@ -508,7 +507,9 @@ class SQLiteIndex(Index):
             return Erased(id_, url, was_canonical, None)
         members = int(banded and not was_canonical)  # findable members the group loses
         promoted = None
-        if was_canonical:
+        if was_canonical and handed_over:
+            canonical = 0
+        elif was_canonical:
             heir = db.execute(
                 "SELECT rid, id FROM records WHERE gid = ? AND banded = 1 ORDER BY rid LIMIT 1", (gid,)
             ).fetchone()

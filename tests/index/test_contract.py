@@ -9,7 +9,7 @@ import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 
 from scrapy_simhash.index import GroupGone, IndexNotFound
-from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY
+from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY, MAX_BANDED_MEMBERS
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.layout import Layout
 
@@ -457,6 +457,24 @@ async def test_a_rerun_page_takes_one_of_several_crashed_groups_it_started(make_
     assert page.canonical and sum(copy.group == page.group for copy in copies) == 1
     [other] = [copy for copy in copies if copy.group != page.group]
     assert other.canonical
+
+
+async def test_a_group_taken_over_by_a_rerun_still_bounds_its_findable_members(make_index):
+    """The crashed canonical's findable member stays a findable member when the rerun's page takes
+    the group over: it counts towards MAX_BANDED_MEMBERS (SQLite counted it out, one too many)."""
+    crashed = await make_index(session=b"crsh")
+    a = hashes(108)
+    await crashed.check_and_add(record("a", a))
+    first = record("m0", near(a, 0.9, seed=109))
+    await crashed.join(first, (await crashed.check_and_add(first)).candidates[0], banded=True)
+    await crashed.close()
+    rerun = await make_index(session=b"rrun")
+    assert (await rerun.check_and_add(record("a", a))).added
+    findable = []
+    for n in range(1, MAX_BANDED_MEMBERS + 1):
+        member = record(f"m{n}", near(a, 0.9, seed=110 + n))
+        findable.append((await rerun.join(member, (await rerun.check_and_add(member)).candidates[0], True)).banded)
+    assert sum(findable) == MAX_BANDED_MEMBERS - 1
 
 
 async def test_no_page_joins_a_group_whose_canonical_a_crashed_crawl_never_exported(make_index):
