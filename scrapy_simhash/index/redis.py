@@ -416,9 +416,11 @@ class RedisIndex(Index):
         replies = await self._call("erase", *(stored.rid for stored, _ in found))
         by_rid = {stored.rid: stored for stored, _ in found}
         erased = []
-        for rid, was_canonical, _promoted, promoted_key, _key in replies:
+        for rid, was_canonical, promoted_rid, promoted_key, _key in replies:
             promoted = None
-            if promoted_key:
+            if promoted_rid in by_rid:  # erased by this very call: its page data is gone
+                promoted = by_rid[promoted_rid].id
+            elif promoted_key:
                 promoted = (await self.client.hget(self._data_key(promoted_key), "i") or b"").decode()
             erased.append(Erased(by_rid[rid].id, by_rid[rid].url, bool(was_canonical), promoted))
         return erased

@@ -477,6 +477,18 @@ async def test_a_group_taken_over_by_a_rerun_still_bounds_its_findable_members(m
     assert sum(findable) == MAX_BANDED_MEMBERS - 1
 
 
+async def test_an_erasure_names_the_promoted_member_even_when_it_goes_too(make_index):
+    """Erasing a URL that canonical and member share: the first erasure promotes the member, the
+    second erases it; the report still names it (Redis said '' once its page data was gone)."""
+    index = await make_index()
+    a = hashes(112)
+    await index.check_and_add(record("a", a, url="https://site/shared"))
+    member = record("b", near(a, 0.9, seed=113), url="https://site/shared")
+    await index.join(member, (await index.check_and_add(member)).candidates[0], banded=True)
+    erased = await index.erase("https://site/shared")
+    assert [(e.id, e.canonical, e.promoted) for e in erased] == [("a", True, "b"), ("b", True, None)]
+
+
 async def test_no_page_joins_a_group_whose_canonical_a_crashed_crawl_never_exported(make_index):
     """The group's copies were dropped for a page that never reached the feed: a later copy starts a
     group of its own and is kept, and the rerun's page then joins that copy."""
