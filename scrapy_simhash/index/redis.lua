@@ -455,6 +455,7 @@ local function insert(a, sketch, flags, digest)
     add_handles(r)
     local g = group(gid)
     if g then
+        if ttl == 0 and g.ttl > 0 then redis.call('ZREM', EXPIRY, gid) end  -- kept for good now
         g.canonical, g.size, g.ttl = rid, g.size + 1, ttl
     else
         g = {gid = gid, canonical = rid, size = 1, banded = 0, ttl = ttl, flags = 0}

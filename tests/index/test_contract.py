@@ -394,6 +394,24 @@ async def test_groups_expire_after_their_last_write(make_index):
     assert await index.count() == 1 and not await index.records("a")
 
 
+async def test_a_rerun_page_kept_for_good_keeps_the_group_it_takes_over(make_index):
+    """The crashed crawl's page was short-lived; the rerun's, kept for good, takes its group over:
+    the group no longer expires (Redis kept the old expiry and erased the rerun's page with it)."""
+    clock = Clock()
+    retention = {"default": None, "short": 100.0}
+    crashed = await make_index(session=b"crsh", retention=retention, clock=clock)
+    a = hashes(82)
+    await crashed.check_and_add(record("a", a, retention="short"))
+    copy = record("copy", near(a, 0.9, seed=83))
+    await crashed.join(copy, (await crashed.check_and_add(copy)).candidates[0], banded=True)
+    await crashed.close()
+    rerun = await make_index(session=b"rrun", retention=retention, clock=clock)
+    assert (await rerun.check_and_add(record("a", a))).added
+    clock.now += 101
+    assert await rerun.expire() == 0
+    assert await rerun.count() == 2
+
+
 async def test_an_unknown_retention_class_is_refused(make_index):
     index = await make_index()
     with pytest.raises(ValueError, match="unknown retention class"):
