@@ -18,6 +18,10 @@ __all__ = ["CLUSTER_SCHEMES", "async_client", "is_cluster", "mask_url", "sync_cl
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 MASK = "***"
+#: Seconds a command waits for its reply unless the URL says (``?socket_timeout=``): a server that
+#: accepts connections and never answers (frozen, behind a half-open link) would hold each item for
+#: good. Calls take milliseconds; redis-py 8 waits 5 s by default, older releases forever.
+SOCKET_TIMEOUT = 5.0
 
 
 def mask_url(url: str) -> str:
@@ -55,6 +59,7 @@ def _node_url(url: str) -> str:
 
 
 def async_client(url: str, **options: Any) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+    options.setdefault("socket_timeout", SOCKET_TIMEOUT)  # the URL's own wins
     with _parsed(url):
         if is_cluster(url):
             return redis.asyncio.RedisCluster.from_url(_node_url(url), **options)
@@ -64,8 +69,8 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis | redis.asynci
 def sync_client(url: str) -> redis.Redis | redis.cluster.RedisCluster:
     with _parsed(url):
         if is_cluster(url):
-            return redis.cluster.RedisCluster.from_url(_node_url(url))
-        return redis.Redis.from_url(url)
+            return redis.cluster.RedisCluster.from_url(_node_url(url), socket_timeout=SOCKET_TIMEOUT)
+        return redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT)
 
 
 @contextmanager

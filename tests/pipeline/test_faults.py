@@ -16,6 +16,8 @@ from pipeline_harness import feed, feed_judged, open_pipeline, simhash_stats, un
 from redis_servers import RedisServer
 from texts import article
 
+from scrapy_simhash import redis_url
+
 pytestmark = pytest.mark.redis
 
 RETRIES, DELAY = 3, 0.05
@@ -145,10 +147,11 @@ async def test_a_call_that_timed_out_but_ran_does_not_make_the_item_its_own_dupl
         await pipeline.close_spider()
 
 
-async def test_a_frozen_redis_never_hangs_the_pipeline(throwaway_redis, tmp_path):
-    """SIGSTOP: the server accepts connections and never answers. Each attempt ends at the socket
-    timeout, then the item is passed on unchecked."""
-    pipeline = await open_pipeline(fault_settings(throwaway_redis, tmp_path, socket_timeout=0.3))
+async def test_a_frozen_redis_never_hangs_the_pipeline(throwaway_redis, tmp_path, monkeypatch):
+    """SIGSTOP: the server accepts connections and never answers. Each attempt ends at the default
+    socket timeout (the URL names none), then the item is passed on unchecked."""
+    monkeypatch.setattr(redis_url, "SOCKET_TIMEOUT", 0.3)
+    pipeline = await open_pipeline(fault_settings(throwaway_redis, tmp_path))
     try:
         await feed_all(pipeline, PAGES[:2])
         throwaway_redis.process.send_signal(signal.SIGSTOP)

@@ -13,7 +13,8 @@ import redis
 from scrapy_simhash.mergelog import MergeLogError, erase_pages, expire_log, log_store, open_merge_log, read_merge_log
 from scrapy_simhash.index import open_index
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash import redis_url
+from scrapy_simhash.redis_url import async_client, mask_url, sync_client
 from merge_records import record
 
 SECRET = "s3cr3t-Pa55"
@@ -111,3 +112,19 @@ def test_an_index_url_that_cannot_be_used_is_refused_without_its_password(url) -
         open_index(url, layout=Layout(22, 6, 0.74), key_prefix="x:{y}")
     _no_secret(_formatted(refused))
     assert "TOP" not in _formatted(refused) and "***" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "client, url, options",
+    [
+        (async_client, "redis://127.0.0.1:6379/0", lambda c: c.connection_pool.connection_kwargs),
+        (sync_client, "redis://127.0.0.1:6379/0", lambda c: c.connection_pool.connection_kwargs),
+        (async_client, "redis+cluster://127.0.0.1:6379", lambda c: c.nodes_manager.connection_kwargs),
+    ],
+)
+def test_a_client_waits_for_a_reply_as_long_as_the_url_says_or_the_default(client, url, options, monkeypatch):
+    """Every redis-py release the package admits waits SOCKET_TIMEOUT for a reply, not forever (< 8)."""
+    monkeypatch.setattr(redis_url, "SOCKET_TIMEOUT", 7.5)  # not redis-py 8's own default
+    assert options(client(url))["socket_timeout"] == 7.5
+    separator = "&" if "?" in url else "?"
+    assert options(client(f"{url}{separator}socket_timeout=0.25"))["socket_timeout"] == 0.25
