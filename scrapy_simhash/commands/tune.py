@@ -22,7 +22,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return "[options] LABELLED.jsonl"
+        return "[options] LABELLED.jsonl [LABELLED.jsonl ...]"
 
     def short_desc(self) -> str:
         return "Find the Jaccard threshold that best separates labelled duplicate/distinct pairs"
@@ -30,8 +30,8 @@ class Command(ScrapyCommand):
     def long_desc(self) -> str:
         return (
             f"{self.short_desc()}.\n\n"
-            "LABELLED.jsonl holds one JSON object per line; a side is a text, or the id of a\n"
-            "document of --corpus:\n"
+            "LABELLED.jsonl holds one JSON object per line (several files are read as one); a side is\n"
+            "a text, or the id of a document of --corpus:\n"
             '  {"a": {"text": "..."}, "b": {"text": "..."}, "label": "duplicate"}\n'
             '  {"a": "doc-1", "b": "doc-7", "label": "distinct"}\n'
             "The review page (scrapy simhash-review) downloads the pairs a reviewer marked in this form."
@@ -48,17 +48,17 @@ class Command(ScrapyCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if len(args) != 1:
-            raise UsageError("give one labelled-pairs file (JSON lines)")
+        if not args:
+            raise UsageError("give a labelled-pairs file (JSON lines), or several")
         assert self.settings is not None
         config = read(self.settings, "tune")
         try:
             texts = {d.id: d.text for d in read_documents(opts.corpus, config.fields)} if opts.corpus else None
-            pairs = read_labelled(args[0], texts)
+            pairs = [pair for path in args for pair in read_labelled(path, texts)]
         except OSError as exc:
             raise UsageError(f"cannot read {exc.filename}: {exc.strerror}", print_help=False) from None
         if not pairs:
-            raise UsageError(f"no usable labelled pair in {args[0]}", print_help=False)
+            raise UsageError(f"no usable labelled pair in {', '.join(args)}", print_help=False)
         scored = score_pairs(pairs, Fingerprinter(width=config.shingle_width, weighting=config.weighting))
         duplicates = [p for p in scored if p.duplicate]
         distinct = [p for p in scored if not p.duplicate]

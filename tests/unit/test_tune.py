@@ -77,16 +77,18 @@ def test_the_labelled_fixture_is_real_and_separable(full_corpus: list[dict]) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", [["-m", "scrapy_simhash", "tune"], ["-m", "scrapy", "simhash-tune"]])
 def test_tune_command_end_to_end(launcher: list[str], tmp_path) -> None:
+    """Pairs labelled on several review pages: one file each."""
     base = " ".join(f"token{i}" for i in range(80))
-    path = tmp_path / "pairs.jsonl"
-    with path.open("w") as out:
-        for i in range(6):
-            other = " ".join(f"other{i}x{j}" for j in range(80))
-            out.write(json.dumps({"a": {"text": base}, "b": {"text": base.replace(f"token{10 * i}", "edit")},
-                                  "label": "duplicate"}) + "\n")
-            out.write(json.dumps({"a": {"text": base}, "b": {"text": other}, "label": "distinct"}) + "\n")
+    paths = [tmp_path / "simhash-labels.jsonl", tmp_path / "simhash-labels-2.jsonl"]
+    for page, path in enumerate(paths):
+        with path.open("w") as out:
+            for i in range(3 * page, 3 * page + 3):
+                other = " ".join(f"other{i}x{j}" for j in range(80))
+                out.write(json.dumps({"a": {"text": base}, "b": {"text": base.replace(f"token{10 * i}", "edit")},
+                                      "label": "duplicate"}) + "\n")
+                out.write(json.dumps({"a": {"text": base}, "b": {"text": other}, "label": "distinct"}) + "\n")
     done = subprocess.run(
-        [sys.executable, *launcher, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120
+        [sys.executable, *launcher, *map(str, paths)], capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert "6 duplicate and 6 distinct pairs" in done.stdout
