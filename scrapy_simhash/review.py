@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -19,6 +20,7 @@ from difflib import SequenceMatcher
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from itemadapter import ItemAdapter, is_item
 
@@ -30,14 +32,17 @@ from scrapy_simhash.settings import SimhashSettings
 __all__ = [
     "Diff",
     "Pair",
+    "Paging",
     "Side",
     "TextFinder",
     "histogram_svg",
     "item_texts",
+    "logged_decisions",
     "pairs_of",
     "read_feed",
     "render",
     "review_records",
+    "review_pages",
     "safe_link",
     "word_diff",
 ]
@@ -50,7 +55,12 @@ PAGE_FIELDS = ("canonical_id", "canonical_url", "matched_id", "matched_url", "du
 # display only (the labels carry the whole text): difflib's matching grows faster than linearly.
 MAX_DIFF_WORDS = 10_000
 LABELS_FILE = "simhash-labels.jsonl"
+#: Pairs a page shows by default. A pair of 13 kB pages takes 60 kB of page (both texts marked up, and
+#: again as labels data): 6 MB a page, where a 76 MB review log made one page of 311 MB and took the
+#: command 1.6 GB. Measured: docs/benchmarks.md "Review pages".
+PER_PAGE = 100
 
+_TITLE = b"<title>scrapy-simhash review</title>"  # in the head of every page: what marks a file as one
 _WORD = re.compile(r"\s*\S+")
 # Only these become links; anything else (javascript:, data:, a URL with spaces or control
 # characters that a browser would strip) is shown as text.
@@ -62,14 +72,27 @@ def review_records(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str,
     others there were (each logged)."""
     kept: list[dict[str, Any]] = []
     skipped = 0
+    for record, problem in _checked(records):
+        if problem:
+            skipped += 1
+        else:
+            kept.append(dict(record))
+    return kept, skipped
+
+
+def logged_decisions(records: Iterable[Mapping[str, Any]]) -> list[tuple[float, str]]:
+    """(Jaccard, decision) of each decision of a merge log, for the histogram: a log of millions of
+    records is read through, not held."""
+    return [(float(record["jaccard"]), record["decision"]) for record, problem in _checked(records) if not problem]
+
+
+def _checked(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[Mapping[str, Any], str | None]]:
+    """Each record with what makes it no decision, if anything (logged)."""
     for number, record in enumerate(records, 1):
         problem = _problem(record)
         if problem:
-            skipped += 1
             logger.warning("review record %(number)d skipped: %(problem)s", {"number": number, "problem": problem})
-            continue
-        kept.append(dict(record))
-    return kept, skipped
+        yield record, problem
 
 
 def _problem(record: Any) -> str | None:
@@ -372,6 +395,7 @@ h3 { font-size: 0.95em; margin: 0 0 0.3em; font-weight: 600; }
 .toolbar { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ccc; padding: 0.6em 0;
            display: flex; gap: 1em; align-items: center; z-index: 1; }
 .toolbar button { font: inherit; padding: 0.3em 1em; }
+nav.pages { margin: 0.8em 0; }
 .pair { border: 1px solid #ccc; border-radius: 6px; margin: 1.2em 0; padding: 0.8em 1em; }
 .pair.labelled { border-color: #6a6; }
 .decision { font-weight: 600; padding: 0 0.4em; border-radius: 3px; }
@@ -520,51 +544,116 @@ def _side_data(side: Side) -> dict[str, Any]:
     return {"text": side.text, "id": side.id, "url": side.url}
 
 
+@dataclass(frozen=True)
+class Paging:
+    """Which pairs a page of the review shows, and every page's file name, for the links between them."""
+
+    files: tuple[str, ...] = ("review.html",)
+    number: int = 1  # this page's, from 1
+    per_page: int = 0  # 0: every pair on one page
+
+    def shown(self, pairs: Sequence[Pair]) -> Sequence[Pair]:
+        if not self.per_page:
+            return pairs
+        return pairs[(self.number - 1) * self.per_page : self.number * self.per_page]
+
+    @property
+    def labels_file(self) -> str:
+        return LABELS_FILE if self.number == 1 else LABELS_FILE.replace(".jsonl", f"-{self.number}.jsonl")
+
+    def links(self) -> str:
+        if len(self.files) == 1:
+            return ""
+        parts = []
+        if self.number > 1:
+            parts.append(self._link(self.number - 1, "previous page"))
+        parts.append(f"page {self.number} of {len(self.files)}")
+        if self.number < len(self.files):
+            parts.append(self._link(self.number + 1, "next page"))
+        return f'<nav class="pages">{" · ".join(parts)}</nav>'
+
+    def _link(self, number: int, text: str) -> str:
+        return f'<a class="page" href="{escape(quote(self.files[number - 1]))}">{text}</a>'
+
+
+def review_pages(output: Path, pairs: int, per_page: int = PER_PAGE) -> tuple[Path, ...]:
+    """The files a review of ``pairs`` pairs is written to: ``output``, then ``stem-2.html``..."""
+    count = max(1, math.ceil(pairs / per_page)) if per_page else 1
+    return (output, *(output.with_name(f"{output.stem}-{n}{output.suffix}") for n in range(2, count + 1)))
+
+
+def remove_stale_pages(output: Path, pages: int) -> int:
+    """Remove the review pages past the last one written that an earlier, longer review left (their
+    links would lead on from this review's last page); a file that is no review page stays."""
+    removed = 0
+    for number in itertools.count(pages + 1):
+        stale = output.with_name(f"{output.stem}-{number}{output.suffix}")
+        try:
+            with stale.open("rb") as file:
+                if _TITLE not in file.read(4096):
+                    break
+        except OSError:
+            break
+        stale.unlink()
+        removed += 1
+    return removed
+
+
 def render(
     pairs: Sequence[Pair],
     histogram: Sequence[tuple[float, str]],
     histogram_source: str,
     sources: Sequence[str],
     generated: datetime | None = None,
+    paging: Paging = Paging(),
 ) -> str:
-    """The whole page. ``histogram`` holds (Jaccard, decision) of every logged decision to draw."""
+    """One page of the review of ``pairs`` (every page says what the whole review holds).
+    ``histogram`` holds (Jaccard, decision) of every logged decision to draw."""
     generated = generated or datetime.now(timezone.utc)
+    shown = paging.shown(pairs)
     data = {
         str(pair.number): {"a": _side_data(pair.matched), "b": _side_data(pair.duplicate)}
-        for pair in pairs
+        for pair in shown
         if pair.labellable
     }
     merged = sum(pair.record["decision"] == "merged" for pair in pairs)
+    labellable = sum(pair.labellable for pair in pairs)
     thresholds = sorted({pair.threshold for pair in pairs})
     policy = (
         f"default-src 'none'; style-src {_csp_hash(STYLE)}; script-src {_csp_hash(SCRIPT)}; "
         "base-uri 'none'; form-action 'none'"
     )
     summary = (
-        f"{len(pairs)} sampled decisions ({merged} merged, {len(pairs) - merged} rejected), {len(data)} with both "
+        f"{len(pairs)} sampled decisions ({merged} merged, {len(pairs) - merged} rejected), {labellable} with both "
         f"texts; threshold {', '.join(f'{t:g}' for t in thresholds) or 'none'}."
     )
-    body = "".join(_pair_html(pair) for pair in pairs) or '<p class="missing">The review log has no decision.</p>'
+    download, tune = "download the labels", LABELS_FILE
+    if len(paging.files) > 1:
+        summary += f" This page: #{shown[0].number} to #{shown[-1].number}."
+        download, tune = "download each page's labels", LABELS_FILE.replace(".jsonl", "*.jsonl")
+    body = "".join(_pair_html(pair) for pair in shown) or '<p class="missing">The review log has no decision.</p>'
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(policy)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<title>scrapy-simhash review</title>"
+        f"{_TITLE.decode()}"
         f"<style>{STYLE}</style></head><body>"
         "<h1>scrapy-simhash review</h1>"
         f'<p class="summary">{escape(summary)}</p>'
         f'<p class="summary">From {escape(", ".join(sources))}; '
         f'written {escape(generated.isoformat(timespec="seconds"))}.</p>'
-        '<p class="summary">Mark each pair <b>duplicate</b> or <b>distinct</b>, then download the labels and run '
-        f"<code>scrapy simhash-tune {LABELS_FILE}</code> for the rule that separates them best.</p>"
+        f'<p class="summary">Mark each pair <b>duplicate</b> or <b>distinct</b>, then {download} and run '
+        f"<code>scrapy simhash-tune {tune}</code> for the rule that separates them best.</p>"
         f"<figure><figcaption>Jaccard of {len(histogram)} logged decisions ({escape(histogram_source)})"
         '<span class="legend"> · <span><span class="swatch merged"></span>merged</span>'
         '<span><span class="swatch rejected"></span>rejected</span></span></figcaption>'
         f"{histogram_svg(histogram, thresholds)}</figure>"
+        f"{paging.links()}"
         '<div class="toolbar"><span id="counter">0 pairs marked</span>'
-        f'<button id="download" type="button" data-filename="{LABELS_FILE}" disabled>Download labels</button></div>'
-        f"{body}"
+        f'<button id="download" type="button" data-filename="{paging.labels_file}" disabled>Download labels</button>'
+        "</div>"
+        f"{body}{paging.links()}"
         f'<script type="application/json" id="simhash-pairs">{_json_for_script(data)}</script>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )

@@ -13,11 +13,16 @@ from scrapy.exceptions import UsageError
 from scrapy_simhash.commands import LineBreaksHelpFormatter
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.review import (
+    PER_PAGE,
+    Paging,
     TextFinder,
     item_texts,
+    logged_decisions,
     pairs_of,
     read_feed,
+    remove_stale_pages,
     render,
+    review_pages,
     review_records,
     review_texts,
 )
@@ -55,11 +60,20 @@ class Command(ScrapyCommand):
             "--merge-log", metavar="MERGELOG",
             help="draw the histogram from every decision of this merge log (default: the review log's)",
         )
-        parser.add_argument("-o", "--output", metavar="HTML", default="review.html", help="default: review.html")
+        parser.add_argument(
+            "-o", "--output", metavar="HTML", default="review.html",
+            help="default: review.html; further pages are review-2.html, review-3.html...",
+        )
+        parser.add_argument(
+            "--per-page", metavar="N", type=int, default=PER_PAGE,
+            help=f"pairs a page shows (default: {PER_PAGE}); 0 puts every pair on one page",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
             raise UsageError("give one review log: a JSON-lines file or a redis:// stream URI")
+        if opts.per_page < 0:
+            raise UsageError("--per-page must be 0 (one page) or more")
         assert self.settings is not None
         try:
             config = read(self.settings, "review")
@@ -83,22 +97,28 @@ class Command(ScrapyCommand):
             if unreadable:
                 print(f"{feed}: {unreadable} items without readable fields, left out")
         histogram_source = "the review log"
-        decisions = [(float(record["jaccard"]), record["decision"]) for record in records]
+        decisions = logged_decisions(records)
         if opts.merge_log:
             histogram_source = f"merge log {Path(opts.merge_log).name}"
             try:
-                logged, _ = review_records(read_merge_log(opts.merge_log))
+                decisions = logged_decisions(read_merge_log(opts.merge_log))
             except (OSError, json.JSONDecodeError) as exc:
                 raise UsageError(f"cannot read merge log {opts.merge_log}: {exc}", print_help=False) from None
-            decisions = [(float(record["jaccard"]), record["decision"]) for record in logged]
         pairs = pairs_of(records, finder, items_given=bool(opts.items))
         sources = [log, *opts.items, *([opts.merge_log] if opts.merge_log else [])]
-        Path(opts.output).write_text(render(pairs, decisions, histogram_source, sources), encoding="utf-8")
+        files = review_pages(Path(opts.output), len(pairs), opts.per_page)
+        for number, file in enumerate(files, 1):
+            paging = Paging(tuple(f.name for f in files), number, opts.per_page)
+            file.write_text(render(pairs, decisions, histogram_source, sources, paging=paging), encoding="utf-8")
+        removed = remove_stale_pages(Path(opts.output), len(files))
         labellable = sum(pair.labellable for pair in pairs)
         print(
             f"{opts.output}: {len(pairs)} decisions, {labellable} with both texts"
+            + (f", on {len(files)} pages ({files[0].name} to {files[-1].name})" if len(files) > 1 else "")
             + (f", {skipped} records that are not review decisions left out" if skipped else "")
         )
+        if removed:
+            print(f"  removed {removed} pages an earlier review left after these")
         missing = sum(pair.matched.text is None and not pair.matched.erased for pair in pairs)
         if missing:
             where = (

@@ -60,8 +60,9 @@ class Browser:
         return self.driver.find_element(By.CSS_SELECTOR, selector).text
 
     def download_labels(self) -> list[dict]:
-        self.driver.find_element(By.ID, "download").click()
-        path = self.downloads / "simhash-labels.jsonl"
+        button = self.driver.find_element(By.ID, "download")
+        button.click()
+        path = self.downloads / button.get_attribute("data-filename")
 
         def complete(_: WebDriver) -> bool:
             return path.exists() and not any(self.downloads.glob("*.crdownload"))
@@ -147,6 +148,34 @@ def test_marked_pairs_download_as_labels_that_simhash_tune_reads(corpus: list[di
         distance, jaccard = record["distance"], record["jaccard"]  # the pipeline's own figures, recomputed by tune
         assert f"  {name}: distance {distance}..{distance}, Jaccard {jaccard:.3f}..{jaccard:.3f}" in tuned.stdout
     assert "SIMHASH_JACCARD_THRESHOLD = " in tuned.stdout
+
+
+def test_a_reviewer_pages_through_and_tunes_on_every_pages_labels(corpus: list[dict], browser, tmp_path) -> None:
+    made = corpus_review(corpus, tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "scrapy", "simhash-review", made["review_log"].name, "--items", made["items"].name,
+         "--per-page", "4", "-o", "review.html"],
+        check=True, capture_output=True, cwd=tmp_path, timeout=120,
+    )
+    browser.open(tmp_path / "review.html")
+    browser.choose(1, "duplicate")
+    assert len(browser.download_labels()) == 1
+    browser.driver.find_element(By.LINK_TEXT, "next page").click()
+    assert browser.driver.current_url.endswith("/review-2.html")
+    assert browser.text("#counter") == "0 of 4 pairs marked"
+    browser.choose(5, "distinct")
+    assert [line["label"] for line in browser.download_labels()] == ["distinct"]
+    browser.driver.find_element(By.LINK_TEXT, "previous page").click()
+    assert browser.driver.current_url.endswith("/review.html")
+    assert browser.errors() == []
+    labels = sorted(browser.downloads.glob("simhash-labels*.jsonl"))
+    assert [path.name for path in labels] == ["simhash-labels-2.jsonl", "simhash-labels.jsonl"]
+    tuned = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "tune", *map(str, labels)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    assert "1 duplicate and 1 distinct pairs" in tuned.stdout
 
 
 def test_hostile_texts_and_urls_stay_inert_in_the_browser(browser, tmp_path) -> None:

@@ -219,3 +219,46 @@ def test_review_command_says_what_is_missing(tmp_path) -> None:
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )
     assert missing.returncode == 2 and "cannot read review log" in missing.stderr
+
+
+def page_links(html: str) -> list[str]:
+    """The pages a page links to, each once (the links are above and below the pairs)."""
+    links = [attrs["href"] for tag, attrs in parse(html).tags if tag == "a" and attrs.get("class") == "page"]
+    return list(dict.fromkeys(links))
+
+
+def test_a_long_review_log_is_written_as_pages_linked_in_order(tmp_path) -> None:
+    """A page a browser opens: at most --per-page pairs each, numbered across pages, each page with
+    its own labels file; pages an earlier, longer review left are removed."""
+    pages = [{"id": f"https://a.example/{n}", "url": f"https://a.example/{n}"} for n in range(6)]
+    texts = [f"{LONG} page{n}" for n in range(6)]
+    records = [review_record(pages[n], pages[n + 1], texts[n], texts[n + 1]) for n in range(5)]
+    log = write_jsonl(tmp_path / "review.jsonl", records)
+    (tmp_path / "r-4.html").write_text("<!DOCTYPE html>\n<html><head><title>scrapy-simhash review</title>")
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "--per-page", "2", "-o", "r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "r.html: 5 decisions, 4 with both texts, on 3 pages (r.html to r-3.html)" in done.stdout
+    assert not (tmp_path / "r-4.html").exists()
+    html = [(tmp_path / name).read_text(encoding="utf-8") for name in ("r.html", "r-2.html", "r-3.html")]
+    assert [re.findall(r'<section class="pair" id="pair-(\d+)"', page) for page in html] == [
+        ["1", "2"], ["3", "4"], ["5"]
+    ]
+    assert [page_links(page) for page in html] == [["r-2.html"], ["r.html", "r-3.html"], ["r-2.html"]]
+    filenames = [attrs["data-filename"] for page in html for tag, attrs in parse(page).tags if tag == "button"]
+    assert filenames == ["simhash-labels.jsonl", "simhash-labels-2.jsonl", "simhash-labels-3.jsonl"]
+    assert all("5 sampled decisions" in page for page in html)
+
+
+def test_per_page_zero_writes_every_pair_on_one_page(tmp_path) -> None:
+    records = [review_record(A, B, LONG, LONG)] * 3
+    log = write_jsonl(tmp_path / "review.jsonl", records)
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "--per-page", "0", "-o", "r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert html.count('<section class="pair"') == 3 and not page_links(html)
