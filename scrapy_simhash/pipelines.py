@@ -11,6 +11,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,10 +110,7 @@ class SimhashPipeline:
         self._background: list[asyncio.Future[None]] = []  # retention sweeps, lease renewals
         self._closing: asyncio.Future[None] | None = None
         self._rules: dict[int, Rule] = {}
-        # Page id -> rids of the canonicals items under it became, until Scrapy reports each item
-        # scraped, dropped or failed. Its signals carry the last pipeline's output (or the spider's
-        # item), which need not be the object judged here, so they are matched by the page's id.
-        self._pending: dict[str, list[int]] = {}
+        self._pending = _PendingItems()
         self._confirm: list[int] = []
         self._confirming: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
@@ -255,7 +253,7 @@ class SimhashPipeline:
         if not self._usable:
             return self._pass_unchecked(item, "no index", "the index could not be opened")
         try:
-            match = await self._judge(page)
+            match = await self._judge(page, item)
         except MergeNotLogged as exc:
             return self._pass_unchecked(item, "merge not logged", str(exc), logged=True)
         except InFlightElsewhere as exc:
@@ -359,7 +357,7 @@ class SimhashPipeline:
             )
         return item
 
-    async def _judge(self, page: Page) -> Match | None:
+    async def _judge(self, page: Page, item: Any) -> Match | None:
         """The match of ``page``, or None after indexing it as a new group's canonical."""
         stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
         signed = await self.signer.sign(stripped.text)
@@ -392,7 +390,7 @@ class SimhashPipeline:
         rule = self._rule(stripped.version)
         if placement.added is not None:
             self._inc("simhash/unique")
-            self._pending.setdefault(page.id, []).append(placement.added)
+            self._pending.add(item, page.id, placement.added)
             await self._log(page, record, stripped.text, rule, placement)  # a failure is counted: the item is kept
             return None
         return await self._merged(page, record, stripped.text, rule, placement)
@@ -583,17 +581,7 @@ class SimhashPipeline:
         """The pending rid of the item a signal names, no longer waited for; None if there is none."""
         if not self._pending or not is_item(item):
             return None
-        try:
-            key = self._page_id(ItemAdapter(item))
-        except Exception:  # a later pipeline made the item unreadable: its record stays pending (safe)
-            return None
-        rids = self._pending.get(key)
-        if not rids:
-            return None
-        rid = rids.pop(0)
-        if not rids:
-            del self._pending[key]
-        return rid
+        return self._pending.take(item, lambda: self._page_id(ItemAdapter(item)))
 
     async def _confirm_later(self) -> None:
         await asyncio.sleep(CONFIRM_DELAY)
@@ -646,6 +634,48 @@ class SimhashPipeline:
                                 {"kind": kind, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             self._inc("simhash/expired_log_records", rewrite.removed)
+
+
+class _PendingItems:
+    """The canonicals this crawl's items became, until Scrapy reports each item scraped, dropped or
+    failed. A signal carries the object judged here, perhaps with its id or URL changed by a later
+    pipeline (found by identity: held here, it cannot be another object's), or another object, the
+    last pipeline's output or the spider's item (found by its page id). Oldest first, either way."""
+
+    def __init__(self) -> None:
+        self._by_item: dict[int, list[tuple[Any, str, int]]] = {}
+        self._by_page: dict[str, list[tuple[Any, str, int]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_page)
+
+    def add(self, item: Any, page_id: str, rid: int) -> None:
+        entry = (item, page_id, rid)
+        self._by_item.setdefault(id(item), []).append(entry)
+        self._by_page.setdefault(page_id, []).append(entry)
+
+    def take(self, item: Any, page_id: Callable[[], str]) -> int | None:
+        """The rid of ``item``'s canonical, forgotten; ``page_id`` reads its id when the object is
+        not one judged here. None if there is none, or its id can no longer be read."""
+        entries = self._by_item.get(id(item))
+        if entries is None:
+            try:
+                entries = self._by_page.get(page_id())
+            except Exception:  # a later pipeline made the item unreadable: its record stays pending (safe)
+                return None
+            if not entries:
+                return None
+        item, page, rid = entry = entries[0]
+        _forget(self._by_item, id(item), entry)
+        _forget(self._by_page, page, entry)
+        return rid
+
+
+def _forget(entries: dict[Any, list[tuple[Any, str, int]]], key: Any, entry: tuple[Any, str, int]) -> None:
+    listed = entries[key]
+    del listed[next(n for n, other in enumerate(listed) if other is entry)]
+    if not listed:
+        del entries[key]
 
 
 class MergeNotLogged(Exception):

@@ -250,6 +250,45 @@ async def test_one_page_in_flight_in_two_live_crawls_is_kept_once(settings):
     assert simhash_stats(second)["simhash/duplicates"] == 1 and simhash_stats(second)["simhash/unchecked"] == 0
 
 
+async def test_an_item_whose_url_a_later_pipeline_changed_is_confirmed(settings):
+    """A later pipeline cleans the URL (the page id by default) of the very item this one judged: the
+    item is still found, by the object itself, and its record confirmed."""
+    short = {**settings(), "SIMHASH_SESSION_LEASE": 1}
+    first, second = await open_pipeline(short), await open_pipeline(short)
+    page = {"url": "https://a.example/page?utm_source=feed", "body_text": article(14)}
+    original = dict(page)
+    try:
+        assert await feed(first, page, scraped=False)
+        page["url"] = "https://a.example/page"
+        first.crawler.signals.send_catch_log(signals.item_scraped, item=page, response=None, spider=None)
+    finally:
+        await first.close_spider()
+    try:
+        assert not await feed(second, original)  # confirmed in the first crawl: the page crawled again
+    finally:
+        await second.close_spider()
+
+
+async def test_one_item_object_yielded_twice_confirms_both_records(settings):
+    """A spider that fills one dict, yields it, refills and yields it again: two pages, one object."""
+    short = {**settings(), "SIMHASH_SESSION_LEASE": 1}
+    first, second = await open_pipeline(short), await open_pipeline(short)
+    item = {}
+    pages = [{"url": f"https://a.example/{n}", "body_text": article(n)} for n in (15, 16)]
+    try:
+        for page in pages:
+            item.update(page)
+            assert await feed(first, item, scraped=False)
+        for _ in pages:
+            first.crawler.signals.send_catch_log(signals.item_scraped, item=item, response=None, spider=None)
+    finally:
+        await first.close_spider()
+    try:
+        assert [await feed(second, dict(page)) for page in pages] == [False, False]
+    finally:
+        await second.close_spider()
+
+
 async def test_an_item_a_later_pipeline_replaced_is_confirmed_and_one_it_dropped_is_not(settings):
     """Scrapy's signals carry the last pipeline's output (item_scraped) or the spider's item
     (item_dropped), not necessarily the object this pipeline judged: they are matched by page id."""
