@@ -56,6 +56,10 @@ class Browser:
     def choose(self, pair: int, label: str) -> None:
         self.driver.find_element(By.CSS_SELECTOR, f'input[name="label-{pair}"][value="{label}"]').click()
 
+    def first_labellable(self) -> int:
+        """The number of the page's first pair that can be labelled."""
+        return int(self.driver.find_element(By.CSS_SELECTOR, "input.label").get_attribute("data-pair"))
+
     def text(self, selector: str) -> str:
         return self.driver.find_element(By.CSS_SELECTOR, selector).text
 
@@ -158,12 +162,14 @@ def test_a_reviewer_pages_through_and_tunes_on_every_pages_labels(corpus: list[d
         check=True, capture_output=True, cwd=tmp_path, timeout=120,
     )
     browser.open(tmp_path / "review.html")
-    browser.choose(1, "duplicate")
+    browser.choose(browser.first_labellable(), "duplicate")
     assert len(browser.download_labels()) == 1
     browser.driver.find_element(By.LINK_TEXT, "next page").click()
     assert browser.driver.current_url.endswith("/review-2.html")
-    assert browser.text("#counter") == "0 of 4 pairs marked"
-    browser.choose(5, "distinct")
+    assert browser.text("#counter").startswith("0 of ")
+    on_page_two = browser.first_labellable()
+    assert on_page_two > 4
+    browser.choose(on_page_two, "distinct")
     assert [line["label"] for line in browser.download_labels()] == ["distinct"]
     browser.driver.find_element(By.LINK_TEXT, "previous page").click()
     assert browser.driver.current_url.endswith("/review.html")
