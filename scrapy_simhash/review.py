@@ -40,9 +40,11 @@ __all__ = [
     "logged_decisions",
     "pairs_of",
     "read_feed",
+    "remove_stale_pages",
     "render",
-    "review_records",
+    "render_pages",
     "review_pages",
+    "review_records",
     "safe_link",
     "word_diff",
 ]
@@ -579,7 +581,11 @@ class Paging:
 def review_pages(output: Path, pairs: int, per_page: int = PER_PAGE) -> tuple[Path, ...]:
     """The files a review of ``pairs`` pairs is written to: ``output``, then ``stem-2.html``..."""
     count = max(1, math.ceil(pairs / per_page)) if per_page else 1
-    return (output, *(output.with_name(f"{output.stem}-{n}{output.suffix}") for n in range(2, count + 1)))
+    return (output, *(_page_file(output, n) for n in range(2, count + 1)))
+
+
+def _page_file(output: Path, number: int) -> Path:
+    return output.with_name(f"{output.stem}-{number}{output.suffix}")
 
 
 def remove_stale_pages(output: Path, pages: int) -> int:
@@ -587,7 +593,7 @@ def remove_stale_pages(output: Path, pages: int) -> int:
     links would lead on from this review's last page); a file that is no review page stays."""
     removed = 0
     for number in itertools.count(pages + 1):
-        stale = output.with_name(f"{output.stem}-{number}{output.suffix}")
+        stale = _page_file(output, number)
         try:
             with stale.open("rb") as file:
                 if _TITLE not in file.read(4096):
@@ -605,17 +611,25 @@ def render(
     histogram_source: str,
     sources: Sequence[str],
     generated: datetime | None = None,
-    paging: Paging = Paging(),
 ) -> str:
-    """One page of the review of ``pairs`` (every page says what the whole review holds).
-    ``histogram`` holds (Jaccard, decision) of every logged decision to draw."""
+    """The review of ``pairs`` as one page. ``histogram`` holds (Jaccard, decision) of every logged
+    decision to draw."""
+    return next(render_pages(pairs, histogram, histogram_source, sources, ("review.html",), 0, generated))
+
+
+def render_pages(
+    pairs: Sequence[Pair],
+    histogram: Sequence[tuple[float, str]],
+    histogram_source: str,
+    sources: Sequence[str],
+    files: Sequence[str],
+    per_page: int,
+    generated: datetime | None = None,
+) -> Iterator[str]:
+    """Each page of the review of ``pairs``, one a file name of ``files`` (every page says what the
+    whole review holds); what all pages share, the histogram of a whole merge log among it, is made
+    once."""
     generated = generated or datetime.now(timezone.utc)
-    shown = paging.shown(pairs)
-    data = {
-        str(pair.number): {"a": _side_data(pair.matched), "b": _side_data(pair.duplicate)}
-        for pair in shown
-        if pair.labellable
-    }
     merged = sum(pair.record["decision"] == "merged" for pair in pairs)
     labellable = sum(pair.labellable for pair in pairs)
     thresholds = sorted({pair.threshold for pair in pairs})
@@ -628,11 +642,9 @@ def render(
         f"texts; threshold {', '.join(f'{t:g}' for t in thresholds) or 'none'}."
     )
     download, tune = "download the labels", LABELS_FILE
-    if len(paging.files) > 1:
-        summary += f" This page: #{shown[0].number} to #{shown[-1].number}."
+    if len(files) > 1:
         download, tune = "download each page's labels", LABELS_FILE.replace(".jsonl", "*.jsonl")
-    body = "".join(_pair_html(pair) for pair in shown) or '<p class="missing">The review log has no decision.</p>'
-    return (
+    head = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(policy)}">'
@@ -640,7 +652,8 @@ def render(
         f"{_TITLE.decode()}"
         f"<style>{STYLE}</style></head><body>"
         "<h1>scrapy-simhash review</h1>"
-        f'<p class="summary">{escape(summary)}</p>'
+    )
+    about = (
         f'<p class="summary">From {escape(", ".join(sources))}; '
         f'written {escape(generated.isoformat(timespec="seconds"))}.</p>'
         f'<p class="summary">Mark each pair <b>duplicate</b> or <b>distinct</b>, then {download} and run '
@@ -649,11 +662,24 @@ def render(
         '<span class="legend"> · <span><span class="swatch merged"></span>merged</span>'
         '<span><span class="swatch rejected"></span>rejected</span></span></figcaption>'
         f"{histogram_svg(histogram, thresholds)}</figure>"
-        f"{paging.links()}"
-        '<div class="toolbar"><span id="counter">0 pairs marked</span>'
-        f'<button id="download" type="button" data-filename="{paging.labels_file}" disabled>Download labels</button>'
-        "</div>"
-        f"{body}{paging.links()}"
-        f'<script type="application/json" id="simhash-pairs">{_json_for_script(data)}</script>'
-        f"<script>{SCRIPT}</script></body></html>\n"
     )
+    for number in range(1, len(files) + 1):
+        paging = Paging(tuple(files), number, per_page)
+        shown = paging.shown(pairs)
+        data = {
+            str(pair.number): {"a": _side_data(pair.matched), "b": _side_data(pair.duplicate)}
+            for pair in shown
+            if pair.labellable
+        }
+        this_page = f" This page: #{shown[0].number} to #{shown[-1].number}." if len(files) > 1 else ""
+        body = "".join(_pair_html(pair) for pair in shown) or '<p class="missing">The review log has no decision.</p>'
+        links = paging.links()
+        yield (
+            f'{head}<p class="summary">{escape(summary + this_page)}</p>{about}{links}'
+            '<div class="toolbar"><span id="counter">0 pairs marked</span>'
+            f'<button id="download" type="button" data-filename="{paging.labels_file}" disabled>Download labels'
+            "</button></div>"
+            f"{body}{links}"
+            f'<script type="application/json" id="simhash-pairs">{_json_for_script(data)}</script>'
+            f"<script>{SCRIPT}</script></body></html>\n"
+        )

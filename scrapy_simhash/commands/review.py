@@ -14,14 +14,13 @@ from scrapy_simhash.commands import LineBreaksHelpFormatter
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.review import (
     PER_PAGE,
-    Paging,
     TextFinder,
     item_texts,
     logged_decisions,
     pairs_of,
     read_feed,
     remove_stale_pages,
-    render,
+    render_pages,
     review_pages,
     review_records,
     review_texts,
@@ -107,9 +106,9 @@ class Command(ScrapyCommand):
         pairs = pairs_of(records, finder, items_given=bool(opts.items))
         sources = [log, *opts.items, *([opts.merge_log] if opts.merge_log else [])]
         files = review_pages(Path(opts.output), len(pairs), opts.per_page)
-        for number, file in enumerate(files, 1):
-            paging = Paging(tuple(f.name for f in files), number, opts.per_page)
-            file.write_text(render(pairs, decisions, histogram_source, sources, paging=paging), encoding="utf-8")
+        pages = render_pages(pairs, decisions, histogram_source, sources, [f.name for f in files], opts.per_page)
+        for file, page in zip(files, pages, strict=True):
+            file.write_text(page, encoding="utf-8")
         removed = remove_stale_pages(Path(opts.output), len(files))
         labellable = sum(pair.labellable for pair in pairs)
         print(
