@@ -665,8 +665,8 @@ class _PendingItems:
                 return None
             if not entries:
                 return None
-        item, page, rid = entry = entries[0]
-        _forget(self._by_item, id(item), entry)
+        judged, page, rid = entry = entries[0]
+        _forget(self._by_item, id(judged), entry)
         _forget(self._by_page, page, entry)
         return rid
 
