@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scrapy.utils.misc import load_object
+
 if TYPE_CHECKING:
     from scrapy.settings import Settings
 
@@ -24,7 +26,7 @@ class Addon:
     """
 
     def update_settings(self, settings: Settings) -> None:
-        pipelines = settings.getdict("ITEM_PIPELINES")
-        if PIPELINE not in pipelines:
+        # Loaded, not compared as strings: a project may key the pipeline by its class.
+        if not any(load_object(key) is load_object(PIPELINE) for key in settings.getdict("ITEM_PIPELINES")):
             settings["ITEM_PIPELINES"][PIPELINE] = PRIORITY
         settings.set("SIMHASH_BOILERPLATE", True, "addon")

@@ -695,7 +695,9 @@ def _can_set(adapter: ItemAdapter, name: str) -> bool:
 
 def _refuse(crawler: Crawler, reason: str) -> None:
     """A setting the pipeline cannot work with: one error line, and the spider closes as soon as it opens."""
-    logger.error("SimHash pipeline: %(reason)s; the spider will close", {"reason": reason})
+    logger.error(
+        "SimHash pipeline: %(reason)s; spider %(spider)r will close", {"reason": reason, "spider": crawler.spider.name}
+    )
 
     def close(spider: Any) -> None:
         asyncio.ensure_future(crawler.engine.close_spider_async(reason="simhash_settings_error"))

@@ -22,6 +22,7 @@ def test_a_bad_setting_is_one_line_and_the_crawl_closes(tmp_path):
     stats, log = crawl(tmp_path, ITEMS, SIMHASH_ACTION="delete")
     [line] = lines_with(log, "SIMHASH_ACTION")
     assert "ERROR" in line and "SIMHASH_ACTION = 'delete': must be one of 'drop', 'annotate'" in line
+    assert "spider 'stream' will close" in line  # spiders of one process share a log
     assert "Traceback" not in log and stats["finish_reason"] == "simhash_settings_error"
 
 
