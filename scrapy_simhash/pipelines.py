@@ -21,6 +21,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.delivery import FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
@@ -111,6 +112,8 @@ class SimhashPipeline:
         self._closing: asyncio.Future[None] | None = None
         self._rules: dict[int, Rule] = {}
         self._pending = _PendingItems()
+        self._deliveries: FeedDeliveries | None = None
+        self._released = False
         self._confirm: list[int] = []
         self._confirming: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
@@ -132,6 +135,11 @@ class SimhashPipeline:
 
     async def open_spider(self) -> None:
         config = self.config
+        self._deliveries = FeedDeliveries.of(self.crawler)
+        if self._deliveries is not None:
+            self.crawler.signals.connect(self._feed_slot_closed, signal=signals.feed_slot_closed)
+            self.crawler.signals.connect(self._feeds_closed, signal=signals.feed_exporter_closed)
+            self.crawler.signals.connect(self._feeds_closed, signal=signals.engine_stopped)  # if feeds never close
         logger.info(
             "SimHash pipeline: fields %(fields)s, Jaccard >= %(jaccard).2f, layout %(layout)s, index %(url)s, "
             "action %(action)s, boilerplate %(boilerplate)s",
@@ -208,8 +216,6 @@ class SimhashPipeline:
 
     async def close_spider(self) -> None:
         try:
-            for task in self._background:
-                task.cancel()
             if self.learner is not None:
                 await self.learner.close()
             await self._flush_confirmations()
@@ -228,8 +234,31 @@ class SimhashPipeline:
                     extra={"spider": self.crawler.spider},
                 )
         finally:
-            if self.index is not None:
-                await self.index.close()
+            if self._deliveries is None:
+                await self._release()
+
+    async def _feeds_closed(self) -> None:
+        """The feeds are stored, or failed to be: what they delivered is confirmed, the rest stays
+        pending, and the index (its lease held meanwhile) is let go."""
+        if self._released:
+            return
+        assert self._deliveries is not None
+        undelivered = self._deliveries.undelivered()
+        if undelivered and self.index is not None:
+            logger.warning(
+                "SimHash: a feed was not stored; the records of %(count)d pages stay pending, and the next "
+                "crawl keeps those pages again", {"count": undelivered}, extra={"spider": self.crawler.spider},
+            )
+        await self._flush_confirmations()
+        await self._release()
+
+    async def _release(self) -> None:
+        """Stop the retention sweeps and the lease renewals, and close the index."""
+        self._released = True
+        for task in self._background:
+            task.cancel()
+        if self.index is not None:
+            await self.index.close()
 
     def _close(self, reason: str) -> None:
         if self._closing is None:  # not awaited: closing waits for the items in flight
@@ -562,12 +591,24 @@ class SimhashPipeline:
     # -- confirmations and expiry -------------------------------------------------------------------
 
     def _item_scraped(self, item: Any) -> None:
-        """The item went out of the last pipeline: its record is no longer pending (a crash from now on
-        keeps it as a canonical); confirmations are sent in batches."""
+        """The item went out of the last pipeline: delivered, unless a feed is still to store it
+        (delivery.py). A delivered page's record is no longer pending: a crash from now on keeps it as
+        a canonical."""
         rid = self._settle(item)
-        if rid is None:
+        if self._deliveries is not None and not self._deliveries.taken(item, rid):
             return
-        self._confirm.append(rid)
+        if rid is not None:
+            self._confirm_soon([rid])
+
+    def _feed_slot_closed(self, slot: Any) -> None:
+        assert self._deliveries is not None
+        self._confirm_soon(self._deliveries.stored(slot))
+
+    def _confirm_soon(self, rids: list[int]) -> None:
+        """Confirmations are sent in batches, or after CONFIRM_DELAY."""
+        if not rids:
+            return
+        self._confirm.extend(rids)
         if len(self._confirm) >= CONFIRM_BATCH:
             self._confirming = asyncio.ensure_future(self._flush_confirmations())
         elif self._confirming is None or self._confirming.done():

@@ -9,7 +9,8 @@ stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR
 announces itself there and emits nothing until a ``go`` file appears, so that several crawler
 processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
 the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does;
-with ``STREAM_COPY_ITEMS`` a later pipeline replaces each item with a copy.
+with ``STREAM_COPY_ITEMS`` a later pipeline replaces each item with a copy. A feed URI
+``upload://PATH`` stores as S3, GCS and FTP do (``UploadStorage``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import ScrapyDeprecationWarning
+from scrapy.extensions.feedexport import BlockingFeedStorage
 
 
 class StreamSpider(Spider):
@@ -88,6 +90,26 @@ class CopyPipeline:
         return dict(item) if self.copy else item
 
 
+class UploadStorage(BlockingFeedStorage):
+    """``upload://PATH``: a temporary file, uploaded to PATH when the batch closes, as S3, GCS and FTP
+    feeds are; the upload of a file named in ``STREAM_FAILED_UPLOADS`` fails."""
+
+    def __init__(self, uri: str, failing: list[str]) -> None:
+        self.path = Path(uri.removeprefix("upload://"))
+        self.fails = self.path.name in failing
+
+    @classmethod
+    def from_crawler(cls, crawler, uri: str, *, feed_options=None):
+        return cls(uri, crawler.settings.getlist("STREAM_FAILED_UPLOADS"))
+
+    def _store_in_thread(self, file) -> None:
+        if self.fails:
+            raise OSError(f"upload of {self.path.name} refused")
+        file.seek(0)
+        self.path.write_bytes(file.read())
+        file.close()
+
+
 def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
@@ -99,6 +121,7 @@ def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None =
         "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
         "TELNETCONSOLE_ENABLED": False,
         "STREAM_OUT_DIR": str(out_dir),
+        "FEED_STORAGES": {"upload": UploadStorage},
         **overrides,
     }
     settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], CopyPipeline: 980, StallPipeline: 990}

@@ -1,0 +1,53 @@
+"""A page's record is final once the feed holding its item is stored, not when the item leaves the
+last pipeline: S3, GCS and FTP feeds upload a batch when it closes, so a crawl whose upload fails (or
+that is killed before it) exported nothing, and the next crawl must keep those pages again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from crawls import crawl
+from texts import article, edited
+
+pytestmark = pytest.mark.slow
+
+ITEMS = [{"url": f"https://site/{i}", "body_text": article(900 + i)} for i in range(6)]
+COPIES = [{"url": f"https://mirror/{i}", "body_text": edited(item["body_text"])} for i, item in enumerate(ITEMS)]
+
+
+def first_crawl(tmp_path: Path, **settings) -> tuple[dict, str]:
+    out = tmp_path / "first"
+    out.mkdir()
+    feed = f"upload://{out}/kept-%(batch_id)d.jsonl"
+    return crawl(out, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db",
+                 FEEDS={feed: {"format": "jsonlines"}}, **settings)
+
+
+def copies_kept_by_the_next_crawl(tmp_path: Path) -> list[str]:
+    out = tmp_path / "next"
+    out.mkdir()
+    crawl(out, COPIES, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db")
+    return [json.loads(line)["url"] for line in (out / "kept.jsonl").read_text().splitlines()]
+
+
+def test_pages_whose_feed_was_stored_make_their_copies_duplicates(tmp_path):
+    stats, _ = first_crawl(tmp_path)
+    assert stats["feedexport/success_count/UploadStorage"] == 1
+    assert copies_kept_by_the_next_crawl(tmp_path) == []
+
+
+def test_pages_whose_feed_upload_failed_are_kept_by_the_next_crawl(tmp_path):
+    stats, log = first_crawl(tmp_path, STREAM_FAILED_UPLOADS=["kept-1.jsonl"])
+    assert stats["feedexport/failed_count/UploadStorage"] == 1
+    assert sorted(copies_kept_by_the_next_crawl(tmp_path)) == sorted(item["url"] for item in COPIES)
+    [line] = [line for line in log.splitlines() if "stay pending" in line]
+    assert line.startswith("WARNING") and "6 pages" in line
+
+
+def test_a_batch_that_failed_to_upload_leaves_its_pages_pending(tmp_path):
+    """Batches of two: the second (pages 2 and 3) fails to upload, the others are stored."""
+    stats, _ = first_crawl(tmp_path, FEED_EXPORT_BATCH_ITEM_COUNT=2, STREAM_FAILED_UPLOADS=["kept-2.jsonl"])
+    assert stats["feedexport/failed_count/UploadStorage"] == 1
+    assert {"https://mirror/2", "https://mirror/3"} <= set(copies_kept_by_the_next_crawl(tmp_path))
