@@ -285,6 +285,16 @@ class LocalCluster:
                     return self.node_for_port(int(primary[1]))
         raise LookupError(f"no node serves slot {slot}")
 
+    def primaries(self) -> list[RedisServer]:
+        """The live nodes that are primaries now."""
+        primaries = []
+        for node in self.nodes:
+            if node.alive:
+                with node.client() as client:
+                    if client.info("replication")["role"] == "master":
+                        primaries.append(node)
+        return primaries
+
     def replicas_of(self, primary: RedisServer) -> list[RedisServer]:
         with primary.client() as client:
             info = client.info("replication")
@@ -316,8 +326,8 @@ class LocalCluster:
                 return False
             views.add(tuple(sorted((start, end, *(int(n[1]) for n in nodes)) for start, end, *nodes in slots)))
         live = sum(node.alive for node in self.nodes)
-        # One shared view in which every live node serves a slot range (replicas attached too).
-        return len(views) == 1 and sum(len(shard) - 2 for shard in views.pop()) == live
+        # One shared view in which every live node serves slots (replicas attached too).
+        return len(views) == 1 and len({port for shard in views.pop() for port in shard[2:]}) == live
 
     def wait_primary(self, node: RedisServer, timeout: float = 30.0) -> None:
         """Until ``node`` reports itself a primary (after a failover promoted it)."""

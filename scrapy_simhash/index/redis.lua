@@ -2,7 +2,7 @@
 -- step that must be atomic (lookup-then-insert, join, erase) is one call of it. A library's code runs
 -- once, when it is loaded, so a call pays for its own work only (an EVALSHA of this code ran the whole
 -- chunk, ~60 closures, every time). Python prepends the layout as data: NAME, BANDS, ROWS, K (sketch
--- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, WRITE_DATA, and
+-- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, CLUSTER, and
 -- same_bytes(s, at, q), a byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are
 -- doubles in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored
 -- as bytes.
@@ -11,6 +11,8 @@
 -- from ARGV[3] on. A record's page data (verification hashes, id, URL...) lives in DATA .. <write id>:
 -- on one server the function writes and erases it with the rest (WRITE_DATA); on a Redis Cluster those
 -- keys spread over the nodes, and the client writes them before the record is indexed.
+
+local WRITE_DATA = not CLUSTER
 
 -- Bound at the first call: while a library loads, Redis 7.0 gives its code no library but `redis`.
 local byte, char, sub, rep, floor, pack, unpack
@@ -666,6 +668,7 @@ local function identity(a)
     local meta = P .. ':meta'
     if redis.call('EXISTS', meta) == 0 then
         redis.call('HSET', meta, 'schema', ARGV[a], 'fingerprint', ARGV[a + 1], 'layout', ARGV[a + 2])
+        if CLUSTER then redis.call('HSET', meta, 'node', redis.call('CLUSTER', 'MYID')) end  -- slot_moving
     end
     return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
 end
@@ -699,6 +702,30 @@ end
 
 local NAMES = {}  -- the key names of each prefix a call has named, made once
 
+-- Whether the index's slot is moving to or from this node (a reshard). Keys then move one MIGRATE at
+-- a time: a call would find some gone from the source, or not yet on the target it was ASKed to, and
+-- the writes made before that would stay. So a call is refused whole, as TRYAGAIN (transient).
+-- On the source a key that never exists is not local while the slot migrates: one probe tells. Calls
+-- reach the target (ASKed) once the meta key has moved there, and meta names the node that last served
+-- the index: only on another node is CLUSTER NODES read (its size grows with the cluster) to tell an
+-- import from a slot moved for good or a failover, after which meta names this node.
+local function slot_moving()
+    local probe = redis.pcall('EXISTS', P .. ':never')
+    if type(probe) == 'table' and probe.err then return true end
+    local meta, me = P .. ':meta', redis.call('CLUSTER', 'MYID')
+    local node = redis.call('HGET', meta, 'node')
+    if node == me or (not node and redis.call('EXISTS', meta) == 0) then return false end
+    local mark = '[' .. redis.call('CLUSTER', 'KEYSLOT', meta) .. '-'
+    for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
+        if string.find(line, 'myself', 1, true) then
+            if string.find(line, mark, 1, true) then return true end
+            break
+        end
+    end
+    redis.call('HSET', meta, 'node', me)
+    return false
+end
+
 redis.register_function(NAME, function(_, args)
     if not byte then
         byte, char, sub, rep = string.byte, string.char, string.sub, string.rep
@@ -716,5 +743,8 @@ redis.register_function(NAME, function(_, args)
     SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES = names[1], names[2], names[3], names[4], names[5], names[6]
     NAMED = names
     FIELDS = {}
+    if CLUSTER and slot_moving() then
+        return redis.error_reply('TRYAGAIN the index slot is moving between cluster nodes')
+    end
     return ENTRY_POINTS[args[2]](3)
 end)

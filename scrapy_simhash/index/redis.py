@@ -63,7 +63,7 @@ BUCKET_SPLIT_AT = 64
 BATCHES_IN_FLIGHT = 2
 
 
-def _library(layout: Layout, write_data: bool) -> tuple[str, str]:
+def _library(layout: Layout, cluster: bool) -> tuple[str, str]:
     """The name and the code of the Functions library for this layout: ``redis.lua`` with the layout
     as Lua constants in front. The name is the code's digest, so indexes of one layout and version
     share a library and another layout or version never calls it."""
@@ -71,7 +71,7 @@ def _library(layout: Layout, write_data: bool) -> tuple[str, str]:
         f"local BANDS, ROWS, K, MIN_EQUAL = {layout.bands}, {layout.rows}, {layout.size}, {layout.min_equal}\n"
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
         f"local SPLIT_AT, LISTED_PER_KEY = {BUCKET_SPLIT_AT}, {LISTED_PER_KEY}\n"
-        f"local WRITE_DATA = {'true' if write_data else 'false'}\n"
+        f"local CLUSTER = {'true' if cluster else 'false'}\n"
         f"{_lua_same_bytes(layout.size)}"
         f"{_LUA}"
     )
@@ -104,8 +104,8 @@ class RedisIndex(Index):
         redis.exceptions.ConnectionError,
         redis.exceptions.TimeoutError,
         redis.exceptions.BusyLoadingError,
-        redis.exceptions.TryAgainError,
-        redis.exceptions.ClusterDownError,
+        redis.exceptions.TryAgainError,  # a slot moving (redis.lua ``slot_moving``)
+        redis.exceptions.ClusterError,  # a cluster's redirects or TRYAGAIN past redis-py's retries, or CLUSTERDOWN
     )
 
     def __init__(self, url: str, *, key_prefix: str, **options: Any) -> None:
@@ -117,7 +117,7 @@ class RedisIndex(Index):
         # Page data keys carry no hash tag of the prefix: on a cluster they spread over the nodes.
         self._data = f"{key_prefix.replace('{', '').replace('}', '')}:d:".encode()
         self.client = async_client(url)
-        self._function, self._library = _library(self.layout, write_data=not self.cluster)
+        self._function, self._library = _library(self.layout, cluster=self.cluster)
         self._route = [f"{key_prefix}:meta"]
         self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the index's slot
         self._leased = False  # a key in the index's slot: where a cluster runs the function

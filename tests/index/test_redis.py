@@ -320,3 +320,53 @@ async def test_an_index_on_a_tls_cluster_with_a_password(tls_cluster):
     with pytest.raises(Exception):  # plain TCP to a TLS-only port: no data is exchanged
         await asyncio.wait_for(plain.open(), 10)
     await plain.close()
+
+
+def slot_keys(node, slot: int) -> dict[bytes, bytes]:
+    """Every key of ``slot`` on ``node``, with its DUMP (raw bytes: redis-py's GETKEYSINSLOT reply
+    parser decodes binary key names; ASKING: an importing node serves the slot to no one else)."""
+    with node.client() as client:
+        dumps = {}
+        for key in client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000):
+            client.execute_command("ASKING")
+            dumps[key] = client.dump(key)
+        return dumps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("meta_moved", [False, True], ids=["call-on-source", "call-asked-to-target"])
+async def test_a_call_while_the_slot_moves_writes_nothing_and_is_retried_after(cluster, meta_moved):
+    """A reshard moves the index's slot one MIGRATE at a time. A function call in between would find
+    some of its keys gone (on the source) or not yet there (on the target, after an ASK): it is refused
+    whole, as a transient error, and works once the slot has moved."""
+    prefix = "simhash:{moving}"
+    index = await opened(cluster_url(cluster), prefix)
+    try:
+        for i in range(30):
+            await index.check_and_add(record(f"p{i}", hashes(i)))
+        source = cluster.primary_of(f"{prefix}:meta")
+        target = next(node for node in cluster.primaries() if node is not source)
+        with source.client() as s, target.client() as t:
+            slot = s.execute_command("CLUSTER", "KEYSLOT", f"{prefix}:meta")
+            source_id, target_id = s.execute_command("CLUSTER", "MYID"), t.execute_command("CLUSTER", "MYID")
+            t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            keys = sorted(slot_keys(source, slot))
+            meta = f"{prefix}:meta".encode()
+            first = [key for key in keys[::2] if key != meta] + ([meta] if meta_moved else [])
+            s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *first)
+            before = slot_keys(source, slot), slot_keys(target, slot)
+            for attempt in (record("new", hashes(99)), record("p0-copy", near(hashes(0), 0.9, seed=1))):
+                with pytest.raises(index.transient_errors):
+                    await index.check_and_add(attempt)
+            assert (slot_keys(source, slot), slot_keys(target, slot)) == before
+            rest = [key for key in keys if key not in first]
+            s.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *rest)
+            for node in cluster.primaries():
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        cluster.wait_healthy()
+        assert (await index.check_and_add(record("new", hashes(99)))).added
+        assert all([await index.records(f"p{i}") for i in range(30)])
+    finally:
+        await index.close()
