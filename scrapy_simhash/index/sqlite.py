@@ -105,13 +105,20 @@ class SQLiteIndex(Index):
         self._busy_timeout = 0.0  # the connection's, in seconds
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._executor.submit(self._in_time, time.monotonic(), fn, *args))
+        loop = asyncio.get_running_loop()
+        return await asyncio.wrap_future(self._executor.submit(self._in_time, loop, time.monotonic(), fn, *args))
 
-    def _in_time(self, made: float, fn: Callable[..., T], *args: Any) -> T:
+    def _in_time(self, loop: asyncio.AbstractEventLoop, made: float, fn: Callable[..., T], *args: Any) -> T:
         """On the thread: ``fn``, waiting for another process's lock until ``lock_wait`` after the call
         was ``made``. Calls queue on the one thread, so a lock held for minutes would otherwise cost
         every queued call a whole wait in turn, and the crawl would stop instead of passing its items
-        on; this way the calls queued behind a wait fail with it."""
+        on; this way the calls queued behind a wait fail with it.
+
+        Not run once the loop that made the call has stopped (a crawl stopped by force): the
+        interpreter's exit runs the queue, and nothing would act on the answer, such as log a join.
+        """
+        if not loop.is_running():
+            raise RuntimeError("the event loop that made this index call has stopped")
         left = round(max(0.0, made + self.lock_wait - time.monotonic()), 1)
         if self._db is not None and left != self._busy_timeout:  # a PRAGMA costs ~5 us: most calls keep it
             self._db.execute(f"PRAGMA busy_timeout = {round(left * 1000)}")

@@ -60,3 +60,27 @@ async def test_calls_queued_behind_a_held_lock_wait_from_when_they_were_made(tmp
     assert waited < calls * index.lock_wait / 4  # one wait, not 20 in turn (20 s)
     assert (await index.check_and_add(record("page-0", hashes(0)))).added  # and the lock's end is seen
     await index.close()
+
+
+def test_calls_still_queued_when_the_event_loop_stops_are_not_run(tmp_path):
+    """A crawl stopped by force (a second Ctrl-C) stops the event loop with calls queued on the index's
+    thread, and the interpreter's exit then runs that queue: a join run so would index a member whose
+    merge the stopped loop never logs. Calls made on a loop that has stopped are not run."""
+    from samples import hashes, record
+
+    path = tmp_path / "index.db"
+    loop = asyncio.new_event_loop()
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    loop.run_until_complete(index.open())
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the first call waits for it: the others queue behind
+    calls = [loop.create_task(index.check_and_add(record(f"page-{n}", hashes(n)))) for n in range(20)]
+    loop.call_soon(loop.stop)  # after each call's first step has queued it on the thread
+    loop.run_forever()
+    holder.execute("ROLLBACK")
+    index._executor.shutdown(wait=True)  # what the interpreter's exit does with a pool's queue
+    [(records,)] = sqlite3.connect(path).execute("SELECT COUNT(*) FROM records")
+    assert records <= 1  # the call the thread was running when the loop stopped
+    for call in calls:
+        call.cancel()
+    loop.close()
