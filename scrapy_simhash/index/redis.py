@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import struct
 from importlib.resources import files
@@ -41,6 +42,8 @@ from scrapy_simhash.layout import Layout
 from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
 
 __all__ = ["RedisIndex"]
+
+logger = logging.getLogger(__name__)
 
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
 # Groups closed per expiry call: each is one function call's work, so the server never blocks long.
@@ -92,6 +95,10 @@ def _lua_same_bytes(size: int, chunk: int = 48) -> str:
         lines += [f"        if b{i} == q[{start + i}] then same = same + 1 end" for i in range(1, width + 1)]
         lines.append("    end")
     return "\n".join([*lines, "    return same", "end", ""])
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _lua_string(value: str) -> str:
@@ -267,6 +274,24 @@ class RedisIndex(Index):
             f"index {self.prefix!r} at {self.location}",
         )
         await self.keep_alive()
+        if await self._keeps_nothing_on_disk():
+            logger.warning(
+                "The Redis at %(location)s keeps nothing on disk (appendonly no, no save points): a restart "
+                "empties the index, and the next crawl keeps every page again", {"location": self.location},
+            )
+
+    async def _keeps_nothing_on_disk(self) -> bool:
+        """Whether one server writes neither an append-only file nor RDB snapshots. False where it will
+        not say (CONFIG renamed or refused, as managed services do) and on a cluster, whose nodes
+        may each differ."""
+        if self.cluster:
+            return False
+        try:
+            config = await self.client.config_get("appendonly") | await self.client.config_get("save")
+        except redis.exceptions.ResponseError:
+            return False
+        value = {_text(name): _text(setting) for name, setting in config.items()}
+        return value.get("appendonly") == "no" and value.get("save") == ""
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)

@@ -370,3 +370,14 @@ async def test_a_call_while_the_slot_moves_writes_nothing_and_is_retried_after(c
         assert all([await index.records(f"p{i}") for i in range(30)])
     finally:
         await index.close()
+
+
+@pytest.mark.parametrize("persistence", [(), ("--appendonly", "yes"), ("--save", "900 1")], ids=["none", "aof", "rdb"])
+async def test_a_server_that_keeps_nothing_on_disk_is_said_at_open(redis_factory, caplog, persistence):
+    """A restart of such a server empties the index, and the next crawl keeps every page again."""
+    server = redis_factory.start(*persistence)
+    index = await opened(server.url, "simhash:{p}")
+    await index.close()
+    said = [r for r in caplog.records if "keeps nothing on disk" in r.getMessage()]
+    assert len(said) == (0 if persistence else 1)
+    assert not said or said[0].levelname == "WARNING" and "a restart empties the index" in said[0].getMessage()
