@@ -10,7 +10,6 @@ that a failed upload or a killed crawl never delivered.
 from __future__ import annotations
 
 from array import array
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scrapy.extensions.feedexport import FeedExporter
@@ -30,19 +29,23 @@ Batch = tuple[str, int]
 class FeedDeliveries:
     """The pending records of items that feeds have taken and not yet stored, by batch.
 
-    Batches are numbered as the feed exporter numbers them: it counts the items each feed's filter
-    accepts, in ``item_scraped`` order, and starts a new batch every ``batch_item_count`` items.
-    Once any feed fails to store a batch nothing more is released: Scrapy reports a failed store
-    only in a stat, which cannot be tied to one batch, and a page kept twice is the safe error.
+    Which batch of each feed took an item is read off the feed exporter, whose ``item_scraped``
+    handler runs before the pipeline's (extensions connect first): the current batch of a feed that
+    took the item counted one item more, or was full and replaced by the next. A feed whose filter
+    accepted the item and that counted nothing failed to export it (Scrapy logs the error): that
+    record is never confirmed. Once any feed fails to store a batch nothing more is released: Scrapy
+    reports a failed store only in a stat, which cannot be tied to one batch, and a page kept twice
+    is the safe error.
     """
 
     def __init__(self, exporter: FeedExporter, crawler: Crawler) -> None:
         self._exporter = exporter
         self._stats = crawler.stats
-        self._taken: Counter[str] = Counter()
+        self._counted: dict[str, tuple[int, int]] = {}  # per feed: its batch and items, as last seen
         self._waiting: dict[tuple[Batch, ...], array[int]] = {}
         self._stored: set[Batch] = set()
         self.failed = False
+        self.not_exported = 0
 
     @classmethod
     def of(cls, crawler: Crawler) -> FeedDeliveries | None:
@@ -53,17 +56,24 @@ class FeedDeliveries:
         return cls(exporters[0], crawler)
 
     def taken(self, item: Any, rid: int | None) -> bool:
-        """Count a scraped item into the batches that take it; True if its record (``rid``, None for an
-        item that left none pending) is delivered already: no feed takes the item."""
-        batches = []
-        for uri, options in self._exporter.feeds.items():
-            if not self._exporter.filters[uri].accepts(item):
-                continue
-            self._taken[uri] += 1
-            size = options["batch_item_count"]
-            batches.append((uri, (self._taken[uri] - 1) // size + 1 if size else 1))
-        if rid is None or not batches:
-            return rid is not None
+        """Note the batches that took a scraped item; True if its record (``rid``, None for an item
+        that left none pending) is delivered already: no feed takes the item."""
+        batches, lost = [], False
+        for slot in self._exporter.slots:
+            uri = slot.uri_template
+            batch, count = self._counted.get(uri, (1, 0))
+            now = self._counted[uri] = (slot.batch_id, slot.itemcount)
+            if now in ((batch, count + 1), (batch + 1, 0)):  # one more in the batch, or it filled it
+                batches.append((uri, batch))
+            elif self._exporter.filters[uri].accepts(item):
+                lost = True
+        if rid is None:
+            return False
+        if lost:
+            self.not_exported += 1
+            return False
+        if not batches:
+            return True
         self._waiting.setdefault(tuple(batches), array("q")).append(rid)
         return False
 
@@ -79,5 +89,5 @@ class FeedDeliveries:
         return [rid for batches in ready for rid in self._waiting.pop(batches)]
 
     def undelivered(self) -> int:
-        """Records still waiting for a store."""
-        return sum(len(rids) for rids in self._waiting.values())
+        """Records whose item a feed failed to export, or that still wait for a store."""
+        return self.not_exported + sum(len(rids) for rids in self._waiting.values())

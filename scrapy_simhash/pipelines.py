@@ -246,8 +246,9 @@ class SimhashPipeline:
         undelivered = self._deliveries.undelivered()
         if undelivered and self.index is not None:
             logger.warning(
-                "SimHash: a feed was not stored; the records of %(count)d pages stay pending, and the next "
-                "crawl keeps those pages again", {"count": undelivered}, extra={"spider": self.crawler.spider},
+                "SimHash: %(count)d pages were not delivered (a feed failed to export or to store them): their "
+                "records stay pending, and the next crawl keeps those pages again", {"count": undelivered},
+                extra={"spider": self.crawler.spider},
             )
         await self._flush_confirmations()
         await self._release()

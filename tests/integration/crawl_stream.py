@@ -10,7 +10,8 @@ announces itself there and emits nothing until a ``go`` file appears, so that se
 processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
 the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does;
 with ``STREAM_COPY_ITEMS`` a later pipeline replaces each item with a copy. A feed URI
-``upload://PATH`` stores as S3, GCS and FTP do (``UploadStorage``).
+``upload://PATH`` stores as S3, GCS and FTP do (``UploadStorage``); the feed format ``refusing``
+fails to export the items whose URL ``STREAM_REFUSED_EXPORTS`` lists.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import ScrapyDeprecationWarning
+from scrapy.exporters import JsonLinesItemExporter
 from scrapy.extensions.feedexport import BlockingFeedStorage
 
 
@@ -110,6 +112,18 @@ class UploadStorage(BlockingFeedStorage):
         file.close()
 
 
+class RefusingExporter(JsonLinesItemExporter):
+    """JSON lines, but an item whose URL is in ``refused`` raises, as one with a value the format cannot
+    hold does: Scrapy logs the error and the item is not in the feed."""
+
+    refused: frozenset[str] = frozenset()
+
+    def export_item(self, item) -> None:
+        if item["url"] in self.refused:
+            raise TypeError(f"cannot export {item['url']}")
+        super().export_item(item)
+
+
 def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
@@ -122,9 +136,11 @@ def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None =
         "TELNETCONSOLE_ENABLED": False,
         "STREAM_OUT_DIR": str(out_dir),
         "FEED_STORAGES": {"upload": UploadStorage},
+        "FEED_EXPORTERS": {"refusing": RefusingExporter},
         **overrides,
     }
     settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], CopyPipeline: 980, StallPipeline: 990}
+    RefusingExporter.refused = frozenset(settings.get("STREAM_REFUSED_EXPORTS", ()))
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(StreamSpider)
     process.crawl(crawler, items_path=items_path, barrier=barrier)

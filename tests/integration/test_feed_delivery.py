@@ -51,3 +51,14 @@ def test_a_batch_that_failed_to_upload_leaves_its_pages_pending(tmp_path):
     stats, _ = first_crawl(tmp_path, FEED_EXPORT_BATCH_ITEM_COUNT=2, STREAM_FAILED_UPLOADS=["kept-2.jsonl"])
     assert stats["feedexport/failed_count/UploadStorage"] == 1
     assert {"https://mirror/2", "https://mirror/3"} <= set(copies_kept_by_the_next_crawl(tmp_path))
+
+
+def test_an_item_the_feed_failed_to_export_leaves_its_page_pending(tmp_path):
+    """The exporter raised for one item (Scrapy logs it; the item is not in the feed): that page was
+    never delivered, though its batch was stored."""
+    out = tmp_path / "first"
+    out.mkdir()
+    crawl(out, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db", CONCURRENT_REQUESTS=1,
+          FEEDS={str(out / "kept.jsonl"): {"format": "refusing"}}, STREAM_REFUSED_EXPORTS=["https://site/2"])
+    assert len((out / "kept.jsonl").read_text().splitlines()) == len(ITEMS) - 1
+    assert copies_kept_by_the_next_crawl(tmp_path) == ["https://mirror/2"]
