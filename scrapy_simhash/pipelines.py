@@ -245,6 +245,7 @@ class SimhashPipeline:
         assert self._deliveries is not None
         undelivered = self._deliveries.undelivered()
         if undelivered and self.index is not None:
+            self._inc("simhash/undelivered", undelivered)
             logger.warning(
                 "SimHash: %(count)d pages were not delivered (a feed failed to export or to store them): their "
                 "records stay pending, and the next crawl keeps those pages again", {"count": undelivered},

@@ -44,6 +44,7 @@ def test_pages_whose_feed_upload_failed_are_kept_by_the_next_crawl(tmp_path):
     assert sorted(copies_kept_by_the_next_crawl(tmp_path)) == sorted(item["url"] for item in COPIES)
     [line] = [line for line in log.splitlines() if "stay pending" in line]
     assert line.startswith("WARNING") and "6 pages" in line
+    assert stats["simhash/undelivered"] == 6
 
 
 def test_a_batch_that_failed_to_upload_leaves_its_pages_pending(tmp_path):
@@ -58,7 +59,7 @@ def test_an_item_the_feed_failed_to_export_leaves_its_page_pending(tmp_path):
     never delivered, though its batch was stored."""
     out = tmp_path / "first"
     out.mkdir()
-    crawl(out, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db", CONCURRENT_REQUESTS=1,
-          FEEDS={str(out / "kept.jsonl"): {"format": "refusing"}}, STREAM_REFUSED_EXPORTS=["https://site/2"])
-    assert len((out / "kept.jsonl").read_text().splitlines()) == len(ITEMS) - 1
+    stats, _ = crawl(out, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db", CONCURRENT_REQUESTS=1,
+                     FEEDS={str(out / "kept.jsonl"): {"format": "refusing"}}, STREAM_REFUSED_EXPORTS=["https://site/2"])
+    assert len((out / "kept.jsonl").read_text().splitlines()) == len(ITEMS) - 1 and stats["simhash/undelivered"] == 1
     assert copies_kept_by_the_next_crawl(tmp_path) == ["https://mirror/2"]
