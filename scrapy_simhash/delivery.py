@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.extensions.feedexport import FeedSlot
 
-__all__ = ["FeedDeliveries"]
+__all__ = ["AWAITING_FEED", "DELIVERED", "NOT_DELIVERED", "FeedDeliveries"]
+
+# What became of a scraped item, for its record.
+DELIVERED = "delivered"  # no feed takes it: the record is confirmed now
+AWAITING_FEED = "awaiting feed"  # its feed batches are still to be stored
+NOT_DELIVERED = "not delivered"  # a feed that accepted it failed to export it: the record stays pending
 
 FAILED_STORES = "feedexport/failed_count/"
 
@@ -55,9 +60,9 @@ class FeedDeliveries:
             return None
         return cls(exporters[0], crawler)
 
-    def taken(self, item: Any, rid: int | None) -> bool:
-        """Note the batches that took a scraped item; True if its record (``rid``, None for an item
-        that left none pending) is delivered already: no feed takes the item."""
+    def taken(self, item: Any, rid: int | None) -> str:
+        """Note the batches that took a scraped item; what became of it for its record (``rid``, None
+        for an item that left none pending)."""
         batches, lost = [], False
         for slot in self._exporter.slots:
             uri = slot.uri_template
@@ -68,14 +73,14 @@ class FeedDeliveries:
             elif self._exporter.filters[uri].accepts(item):
                 lost = True
         if rid is None:
-            return False
+            return NOT_DELIVERED
         if lost:
             self.not_exported += 1
-            return False
+            return NOT_DELIVERED
         if not batches:
-            return True
+            return DELIVERED
         self._waiting.setdefault(tuple(batches), array("q")).append(rid)
-        return False
+        return AWAITING_FEED
 
     def stored(self, slot: FeedSlot) -> list[int]:
         """A batch was closed: the records all of whose batches are now stored."""

@@ -95,6 +95,9 @@ class GuardedIndex:
     async def confirm(self, rids: list[int]) -> None:
         await self._call(self.index.confirm, rids)
 
+    async def scraped(self, rids: list[int]) -> None:
+        await self._call(self.index.scraped, rids)
+
     async def remove(self, rid: int) -> Erased | None:
         return await self._call(self.index.remove, rid)
 

@@ -21,7 +21,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.delivery import FeedDeliveries
+from scrapy_simhash.delivery import AWAITING_FEED, DELIVERED, FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
@@ -115,6 +115,7 @@ class SimhashPipeline:
         self._deliveries: FeedDeliveries | None = None
         self._released = False
         self._confirm: list[int] = []
+        self._mark_scraped: list[int] = []  # scraped, waiting for a feed: see FeedDeliveries
         self._confirming: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
         self._unchecked: Counter[str] = Counter()
@@ -597,21 +598,26 @@ class SimhashPipeline:
         (delivery.py). A delivered page's record is no longer pending: a crash from now on keeps it as
         a canonical."""
         rid = self._settle(item)
-        if self._deliveries is not None and not self._deliveries.taken(item, rid):
+        if rid is None:
+            if self._deliveries is not None:
+                self._deliveries.taken(item, None)
             return
-        if rid is not None:
-            self._confirm_soon([rid])
+        delivery = DELIVERED if self._deliveries is None else self._deliveries.taken(item, rid)
+        if delivery is DELIVERED:
+            self._send_soon(self._confirm, [rid])
+        elif delivery is AWAITING_FEED:
+            self._send_soon(self._mark_scraped, [rid])
 
     def _feed_slot_closed(self, slot: Any) -> None:
         assert self._deliveries is not None
-        self._confirm_soon(self._deliveries.stored(slot))
+        self._send_soon(self._confirm, self._deliveries.stored(slot))
 
-    def _confirm_soon(self, rids: list[int]) -> None:
-        """Confirmations are sent in batches, or after CONFIRM_DELAY."""
+    def _send_soon(self, queue: list[int], rids: list[int]) -> None:
+        """Confirmations and scraped marks are sent in batches, or after CONFIRM_DELAY."""
         if not rids:
             return
-        self._confirm.extend(rids)
-        if len(self._confirm) >= CONFIRM_BATCH:
+        queue.extend(rids)
+        if len(self._confirm) + len(self._mark_scraped) >= CONFIRM_BATCH:
             self._confirming = asyncio.ensure_future(self._flush_confirmations())
         elif self._confirming is None or self._confirming.done():
             self._confirming = asyncio.ensure_future(self._confirm_later())
@@ -631,12 +637,17 @@ class SimhashPipeline:
         await self._flush_confirmations()
 
     async def _flush_confirmations(self) -> None:
+        marks, self._mark_scraped = self._mark_scraped, []
         rids, self._confirm = self._confirm, []
-        if rids and self.index is not None:
-            try:
+        if self.index is None:
+            return
+        try:
+            if marks:  # before the confirmations: a mark arriving after its record's confirmation does nothing
+                await self.index.scraped(marks)
+            if rids:
                 await self.index.confirm(rids)
-            except IndexUnavailable:
-                pass  # still pending: a rerun keeps these pages again rather than lose them
+        except IndexUnavailable:
+            pass  # still pending: a rerun keeps these pages again rather than lose them
 
     async def _keep_alive_periodically(self) -> None:
         """Renew the index session's lease: while it holds, another crawl with the same page in flight

@@ -321,7 +321,12 @@ class Index(ABC):
 
     @abstractmethod
     async def confirm(self, rids: list[int]) -> None:
-        """These canonicals' items were scraped: they are no longer pending."""
+        """These canonicals' items were delivered: they are no longer pending."""
+
+    @abstractmethod
+    async def scraped(self, rids: list[int]) -> None:
+        """These canonicals' items were scraped and wait for a feed to be stored: still pending (a
+        crash leaves the pages to the rerun), but another live crawl no longer waits for them."""
 
     @abstractmethod
     async def records(self, key: str) -> list[StoredRecord]:

@@ -22,7 +22,7 @@ local ARGV, P, SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES, NAMED
 local SLOT = 42 + K        -- flags 1, group 5, fingerprint 8, write id 8, session 4, id handle 8, url handle 8, sketch K
 local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flags 1
 local PER_BLOCK = 256
-local LIVE, BANDED, PENDING, EXACT = 1, 2, 4, 8
+local LIVE, BANDED, PENDING, EXACT, SCRAPED = 1, 2, 4, 8, 16  -- SCRAPED: pending, its feed not stored yet
 local CLOSED = 1           -- group flag: being expired, joins refused
 local BUSY = -1            -- in place of an added rid: the id is pending in another live session
 local NO_HEAD = '\0\0\0\0\0\0\0\0\0'  -- in a candidate whose group has no canonical record
@@ -315,7 +315,8 @@ local function own_write(idh, wid, session)
         local r = record(rid)
         if r then
             if r.wid == wid then return r, false end
-            held = held or (r.idh == idh and has(r.flags, PENDING) and r.session ~= session and live(r.session))
+            held = held or (r.idh == idh and has(r.flags, PENDING) and not has(r.flags, SCRAPED)
+                            and r.session ~= session and live(r.session))
         end
     end
     return nil, held
@@ -598,7 +599,19 @@ local function confirm(a)
     for i = a + 1, #ARGV do
         local r = record(tonumber(ARGV[i]))
         if r and has(r.flags, PENDING) and r.session == ARGV[a] then
-            r.flags = r.flags - PENDING
+            r.flags = r.flags - PENDING - (has(r.flags, SCRAPED) and SCRAPED or 0)
+            store_record(r)
+        end
+    end
+    return 1
+end
+
+-- Arguments: the session, then rids whose items were scraped and wait for a feed to be stored.
+local function scraped(a)
+    for i = a + 1, #ARGV do
+        local r = record(tonumber(ARGV[i]))
+        if r and has(r.flags, PENDING) and not has(r.flags, SCRAPED) and r.session == ARGV[a] then
+            r.flags = r.flags + SCRAPED
             store_record(r)
         end
     end
@@ -682,7 +695,8 @@ local function details(a)
 end
 
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, join = join, confirm = confirm,
-                      find = find, erase = erase, close_due = close_due, identity = identity, details = details}
+                      scraped = scraped, find = find, erase = erase, close_due = close_due, identity = identity,
+                      details = details}
 local BATCHED = {check_add = check_add, check_add_exact = check_add_exact, join = join}
 
 -- Arguments: calls of the entry points in BATCHED, each as its name, its argument count, its

@@ -406,6 +406,10 @@ class RedisIndex(Index):
         if rids:
             await self._call("confirm", self.session, *rids)
 
+    async def scraped(self, rids: list[int]) -> None:
+        if rids:
+            await self._call("scraped", self.session, *rids)
+
     async def records(self, key: str) -> list[StoredRecord]:
         return [stored for stored, _ in await self._find(key)]
 

@@ -75,6 +75,9 @@ CREATE TABLE bands (key BLOB NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, r
 CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITHOUT ROWID;
 """
+# Pending records whose items were scraped and wait for a feed to be stored: another live session
+# no longer waits for them. Made at every open: files of schema 6 made before it lack it.
+_SCRAPED = "CREATE TABLE IF NOT EXISTS scraped (rid INTEGER PRIMARY KEY)"
 
 _CANDIDATE = (
     "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, c.pending, r.write_id, c.write_id"
@@ -167,6 +170,10 @@ class SQLiteIndex(Index):
         if rids:
             await self._run(self._confirm, rids)
 
+    async def scraped(self, rids: list[int]) -> None:
+        if rids:
+            await self._run(self._scraped, rids)
+
     async def remove(self, rid: int) -> bool:
         return await self._run(self._remove, rid)
 
@@ -223,6 +230,7 @@ class SQLiteIndex(Index):
                 has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
                 stored = dict(db.execute("SELECT name, value FROM meta")) if has_meta else {}
                 self._check_identity(stored, f"index {self.location}")
+                db.execute(_SCRAPED)
             # Only once the file is known to be ours: a refused file is left as it was.
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -273,12 +281,15 @@ class SQLiteIndex(Index):
         (its reply was lost), if any; else whether one is pending in another live session (the same
         page is in flight there)."""
         rows = self._connection().execute(
-            "SELECT rid, write_id, pending FROM records WHERE id = ?", (record.id,)
+            "SELECT r.rid, r.write_id, r.pending, s.rid IS NOT NULL FROM records r"
+            " LEFT JOIN scraped s ON s.rid = r.rid WHERE r.id = ?", (record.id,)
         ).fetchall()
-        for rid, write_id, _ in rows:
+        for rid, write_id, _, _ in rows:
             if write_id == record.write_id:
                 return rid, False
-        return None, any(p is not None and p != self.session and self._live(p) for _, _, p in rows)
+        return None, any(
+            p is not None and not scraped and p != self.session and self._live(p) for _, _, p, scraped in rows
+        )
 
     def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
         with self._transaction() as db:
@@ -458,6 +469,14 @@ class SQLiteIndex(Index):
             db.executemany(
                 "UPDATE records SET pending = NULL WHERE rid = ? AND pending = ?", [(rid, self.session) for rid in rids]
             )
+            db.executemany("DELETE FROM scraped WHERE rid = ?", [(rid,) for rid in rids])
+
+    def _scraped(self, rids: list[int]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO scraped SELECT rid FROM records WHERE rid = ? AND pending = ?",
+                [(rid, self.session) for rid in rids],
+            )
 
     def _records(self, key: str) -> list[StoredRecord]:
         rows = self._connection().execute(
@@ -503,6 +522,7 @@ class SQLiteIndex(Index):
             delete = "DELETE FROM bands WHERE key = ? AND rid = ?"
             released = {key for key in self._bucket_keys(sketch) if db.execute(delete, (key, rid)).rowcount}
         db.execute("DELETE FROM records WHERE rid = ?", (rid,))
+        db.execute("DELETE FROM scraped WHERE rid = ?", (rid,))
         if released and not whole_group:
             members = db.execute("SELECT rid, sketch FROM records WHERE gid = ? AND banded = 1 ORDER BY rid", (gid,))
             for member, member_sketch in members.fetchall():

@@ -97,6 +97,12 @@ class BackendsAgree(RuleBasedStateMachine):
             self.loop.run_until_complete(index.confirm(pending))
             pending.clear()
 
+    @rule()
+    def scraped(self) -> None:
+        """The pending records' items were scraped and wait for a feed: still pending."""
+        for index, pending in zip(self.indexes, self.pending):
+            self.loop.run_until_complete(index.scraped(pending))
+
     @rule(key=st.sampled_from(IDS + URLS))
     def erase(self, key) -> None:
         erased = self.call("erase", key)

@@ -550,6 +550,32 @@ async def test_a_page_pending_in_another_live_crawl_makes_the_lookup_wait_until_
     assert not again.busy and [c.rid for c in again.candidates] == [added.added]
 
 
+async def test_a_page_scraped_in_another_live_crawl_is_matched_while_its_feed_waits(make_index):
+    """The first crawl's item went through its pipelines and waits for its feed to be stored: the
+    second crawl no longer waits for it, it matches it."""
+    first, second = await make_index(session=b"one1"), await make_index(session=b"two2")
+    a, short = hashes(122), np.arange(4, dtype=np.uint32)
+    added = await first.check_and_add(record("page", a))
+    exact = await first.check_and_add_exact(record("short", short), b"e" * 16)
+    await first.scraped([added.added, exact.added])
+    again = await second.check_and_add(record("page", a))
+    assert not again.busy and [c.rid for c in again.candidates] == [added.added]
+    assert (await second.check_and_add_exact(record("short", short), b"e" * 16)).holder.rid == exact.added
+    assert all(r.pending for r in await second.records("page"))  # delivered only once confirmed
+
+
+async def test_a_scraped_page_whose_crawl_ended_before_its_feed_was_stored_is_replaced(make_index):
+    """Scraped, but the crawl was killed before its feed was stored: the rerun keeps the page."""
+    crashed = await make_index(session=b"crsh")
+    a = hashes(123)
+    scraped = await crashed.check_and_add(record("a", a))
+    await crashed.scraped([scraped.added])
+    await crashed.close()  # its lease is gone (a killed crawl's lapses)
+    rerun = await make_index(session=b"rrun")
+    again = await rerun.check_and_add(record("a", a))
+    assert again.added and [r.rid for r in await rerun.records("a")] == [again.added]
+
+
 async def test_a_pending_record_of_this_session_is_a_candidate(make_index):
     index = await make_index()
     a = hashes(110)

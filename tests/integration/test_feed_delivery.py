@@ -5,6 +5,9 @@ that is killed before it) exported nothing, and the next crawl must keep those p
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from crawls import crawl
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
+
+DRIVER = Path(__file__).with_name("crawl_stream.py")
 
 ITEMS = [{"url": f"https://site/{i}", "body_text": article(900 + i)} for i in range(6)]
 COPIES = [{"url": f"https://mirror/{i}", "body_text": edited(item["body_text"])} for i, item in enumerate(ITEMS)]
@@ -63,3 +68,29 @@ def test_an_item_the_feed_failed_to_export_leaves_its_page_pending(tmp_path):
                      FEEDS={str(out / "kept.jsonl"): {"format": "refusing"}}, STREAM_REFUSED_EXPORTS=["https://site/2"])
     assert len((out / "kept.jsonl").read_text().splitlines()) == len(ITEMS) - 1 and stats["simhash/undelivered"] == 1
     assert copies_kept_by_the_next_crawl(tmp_path) == ["https://mirror/2"]
+
+
+def test_a_page_scraped_by_a_live_crawl_whose_feed_waits_is_matched_by_another(tmp_path):
+    """Two crawls at once with the same pages. The first scraped them; its feed is stored only when
+    it ends: the second crawl neither waits for those records (twice the lease, then passed on
+    unchecked) nor keeps the pages again: it drops them."""
+    first = tmp_path / "first"
+    first.mkdir()
+    pages = ITEMS + [{"url": f"https://site/held-{i}", "body_text": article(990 + i)} for i in range(10)]
+    (first / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in pages))
+    settings = {"SIMHASH_INDEX_URL": f"sqlite:///{tmp_path}/index.db", "SIMHASH_BOILERPLATE": False,
+                "SIMHASH_SESSION_LEASE": 1, "STREAM_STALL_AFTER": len(ITEMS),
+                "FEEDS": {f"upload://{first}/kept.jsonl": {"format": "jsonlines"}}}
+    running = subprocess.Popen([sys.executable, str(DRIVER), str(first / "items.jsonl"), str(first),
+                                json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not (first / "held").exists():  # its first pages scraped, the rest held: it runs on
+            assert running.poll() is None
+            time.sleep(0.01)
+        second = tmp_path / "second"
+        second.mkdir()
+        stats, _ = crawl(second, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db")
+    finally:
+        running.kill()
+        running.wait()
+    assert stats.get("simhash/unchecked", 0) == 0 and stats["simhash/dropped"] == len(ITEMS)
