@@ -1,14 +1,15 @@
 """A crawl stopped by force while its feed is unstored, then a crawl of near copies: pages lost?
 
     cd benchmarks
-    python forced_stop.py [--backend sqlite|redis] [--pages 300] [--redis-url redis://127.0.0.1:6379/5]
+    python forced_stop.py [--backend sqlite|redis] [--pages 300] [--gap 2] [--redis-url redis://127.0.0.1:6379/5]
 
 The first crawl (tests/integration/crawl_stream.py, a real Scrapy process) exports to an ``upload://``
 feed, which stores when the crawl closes, as S3, GCS and FTP feeds do; after ``--pages / 2`` items a
 pipeline holds the rest for ever, and 2.5 s later the crawl gets two SIGINTs (the second stops it at
-once), so its feed is never stored. The second crawl, on the same index, scrapes a near copy of every
-page under another URL into a local feed. A page is lost when its copy was dropped although its own
-item never reached a stored feed. ``--redis-url``'s database is flushed.
+once), so its feed is never stored. ``--gap`` seconds later (the stopped crawl's 1 s lease has
+lapsed by 2) the second crawl, on the same index, scrapes a near copy of every page under another
+URL into a local feed. A page is lost when its copy was dropped although its own item never reached
+a stored feed. ``--redis-url``'s database is flushed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "redis"], default="sqlite")
     parser.add_argument("--pages", type=int, default=300)
+    parser.add_argument("--gap", type=float, default=2.0, help="seconds between the stop and the next crawl")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/5")
     args = parser.parse_args()
     texts = [article(5000 + i, words=150) for i in range(args.pages)]
@@ -65,6 +67,7 @@ def main() -> None:
         time.sleep(0.5)
         stopped.send_signal(signal.SIGINT)
         stopped.wait(timeout=60)
+        time.sleep(args.gap)
         second = base / "second"
         copies = [{"url": f"https://b.example/{i}", "body_text": edited(t)} for i, t in enumerate(texts)]
         crawl(second, copies, common).wait(timeout=600)
