@@ -10,6 +10,7 @@ that a failed upload or a killed crawl never delivered.
 from __future__ import annotations
 
 from array import array
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from scrapy.extensions.feedexport import FeedExporter
@@ -18,12 +19,16 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.extensions.feedexport import FeedSlot
 
-__all__ = ["AWAITING_FEED", "DELIVERED", "NOT_DELIVERED", "FeedDeliveries"]
+__all__ = ["Delivery", "FeedDeliveries"]
 
-# What became of a scraped item, for its record.
-DELIVERED = "delivered"  # no feed takes it: the record is confirmed now
-AWAITING_FEED = "awaiting feed"  # its feed batches are still to be stored
-NOT_DELIVERED = "not delivered"  # a feed that accepted it failed to export it: the record stays pending
+
+class Delivery(Enum):
+    """What became of a scraped item, for its record."""
+
+    DELIVERED = "no feed takes it: the record is confirmed now"
+    AWAITING_FEED = "its feed batches are still to be stored"
+    NOT_DELIVERED = "a feed that accepted it failed to export it: the record stays pending"
+
 
 FAILED_STORES = "feedexport/failed_count/"
 
@@ -60,7 +65,7 @@ class FeedDeliveries:
             return None
         return cls(exporters[0], crawler)
 
-    def taken(self, item: Any, rid: int | None) -> str:
+    def taken(self, item: Any, rid: int | None) -> Delivery:
         """Note the batches that took a scraped item; what became of it for its record (``rid``, None
         for an item that left none pending)."""
         batches, lost = [], False
@@ -73,14 +78,14 @@ class FeedDeliveries:
             elif self._exporter.filters[uri].accepts(item):
                 lost = True
         if rid is None:
-            return NOT_DELIVERED
+            return Delivery.NOT_DELIVERED
         if lost:
             self.not_exported += 1
-            return NOT_DELIVERED
+            return Delivery.NOT_DELIVERED
         if not batches:
-            return DELIVERED
+            return Delivery.DELIVERED
         self._waiting.setdefault(tuple(batches), array("q")).append(rid)
-        return AWAITING_FEED
+        return Delivery.AWAITING_FEED
 
     def stored(self, slot: FeedSlot) -> list[int]:
         """A batch was closed: the records all of whose batches are now stored."""

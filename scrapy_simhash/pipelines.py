@@ -21,7 +21,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.delivery import AWAITING_FEED, DELIVERED, FeedDeliveries
+from scrapy_simhash.delivery import Delivery, FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
@@ -602,10 +602,10 @@ class SimhashPipeline:
             if self._deliveries is not None:
                 self._deliveries.taken(item, None)
             return
-        delivery = DELIVERED if self._deliveries is None else self._deliveries.taken(item, rid)
-        if delivery is DELIVERED:
+        delivery = Delivery.DELIVERED if self._deliveries is None else self._deliveries.taken(item, rid)
+        if delivery is Delivery.DELIVERED:
             self._send_soon(self._confirm, [rid])
-        elif delivery is AWAITING_FEED:
+        elif delivery is Delivery.AWAITING_FEED:
             self._send_soon(self._mark_scraped, [rid])
 
     def _feed_slot_closed(self, slot: Any) -> None:
