@@ -11,7 +11,10 @@ never) by BITS bits of the key a level (4, 16 ways, unless given); a split field
 the last band's read found its list (``hint``, as ``redis.lua`` does). ``merged`` keeps every band's
 fields in one hash, named by band and first byte before the field's own name, so that a lookup reads
 its 22 bands' fields (at the level last found) in one ``HMGET`` and writes them in one ``HSET``: what
-fewer calls a lookup would save. Default: ``each:256:4 hint:64:2``.
+fewer calls a lookup would save. ``keys`` makes every field a string key of its own (its hash's name,
+then the field's): a lookup reads its 22 bands' lists (at the level last found) in one ``MGET`` and
+appends its entries with ``APPEND``, never rebuilding a list as a Lua string. Default: ``each:256:4
+hint:64:2``.
 
 Filling an index to 10M records through the library takes most of an hour on 2 cores, per version;
 this measures the part that grows with it alone. For each simulated index size it writes the band
@@ -45,19 +48,23 @@ ENTRY = REST + RID
 SIZES = (100_000, 1_000_000, 10_000_000, 30_000_000, 100_000_000)
 
 # What both lookups share: the layout's constants, the bits a split parts a list by, and ``settle``,
-# which finds band key ``rest``'s list in hash ``key`` from field ``name`` (read as ``value``, at
-# ``level``; ``base`` bytes of the name come before the field's own): up while a level is empty,
-# down past split markers, as redis.lua's bucket_field.
+# which finds band key ``rest``'s list in hash ``key`` (nil: a string key per field) from field
+# ``name`` (read as ``value``, at ``level``; ``base`` bytes of the name come before the field's own):
+# up while a level is empty, down past split markers, as redis.lua's bucket_field.
 PRELUDE = """
 local SPLIT, ENTRY, LEVELS, BITS = '\\0', %(entry)d, %(levels)d, %(bits)d
 local function split_bits(rest, level)
     local v = string.byte(rest, 1)
     return string.char(math.floor(v / 2 ^ (8 - level * BITS)) %% 2 ^ BITS)
 end
+local function get(key, name)
+    if key then return redis.call('HGET', key, name) or '' end
+    return redis.call('GET', name) or ''
+end
 local function settle(key, base, name, level, value, rest)
     if value == '' then
         for up = level - 1, 1, -1 do
-            local above = redis.call('HGET', key, string.sub(name, 1, base + up)) or ''
+            local above = get(key, string.sub(name, 1, base + up))
             if above == SPLIT then break end
             name, level, value = string.sub(name, 1, base + up), up, above
             if above ~= '' then break end
@@ -65,13 +72,17 @@ local function settle(key, base, name, level, value, rest)
     end
     while value == SPLIT and level < LEVELS do
         name = name .. split_bits(rest, level)
-        value, level = redis.call('HGET', key, name) or '', level + 1
+        value, level = get(key, name), level + 1
     end
     return name, level, value
 end
-local function append(value, rest)
+local function search(value, rest)
     local at = string.find(value, rest, 1, true)
     while at and (at - 1) %% ENTRY ~= 0 do at = string.find(value, rest, at + 1, true) end
+    return at
+end
+local function append(value, rest)
+    search(value, rest)
     return value .. rest .. 'rid05'
 end
 """
@@ -126,6 +137,25 @@ redis.call('HSET', HASH, unpack(writes))
 return hint
 """
 
+# The ``keys`` layout's lookup: KEYS and ARGV as MERGED_LOOKUP's, each key the prefix of its fields' keys.
+KEYS_LOOKUP = PRELUDE + """
+local hint, names = tonumber(ARGV[#ARGV]), {}
+for b = 1, #KEYS do
+    local name, rest = KEYS[b] .. ARGV[2 * b - 1], ARGV[2 * b]
+    for level = 1, hint - 1 do name = name .. split_bits(rest, level) end
+    names[b] = name
+end
+local values = redis.call('MGET', unpack(names))
+for b = 1, #KEYS do
+    local rest = ARGV[2 * b]
+    local name, level, value = settle(nil, #KEYS[b], names[b], #names[b] - #KEYS[b], values[b] or '', rest)
+    hint = level
+    search(value, rest)
+    redis.call('APPEND', name, rest .. 'rid05')
+end
+return hint
+"""
+
 
 def entries(rng: np.random.Generator, count: int) -> np.ndarray:
     return rng.integers(0, 256, (count, ENTRY), dtype=np.uint8)
@@ -147,34 +177,43 @@ def fields_of(name: bytes, rows: np.ndarray, level: int, split_at: int, bits: in
     return out
 
 
-def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, seed: int, merged: bool) -> int:
+def fill(client: redis.Redis, size: int, split_at: int, bits: int, hashes: int, seed: int, read: str) -> int:
     """Write ``hashes`` hashes per band as an index of ``size`` records has them (``merged``: their
-    fields in the one hash MERGED, each name after its hash's); their bytes."""
+    fields in the one hash MERGED, each name after its hash's; ``keys``: each field a key named by its
+    hash's name and its own); their bytes."""
     rng = np.random.default_rng(seed)
     per_field = size / 65536
     used = 0
-    client.delete(MERGED)
+    client.flushdb()
+    before = client.info("memory")["used_memory"]
     for band in range(BANDS):
         for first in range(hashes):
             key = f"b:{band}:{first}"
             mapping: dict[bytes, bytes] = {}
-            prefix = key.encode() if merged else b""
+            prefix = key.encode() + b":" if read in ("merged", "keys") else b""
             for field, count in enumerate(rng.poisson(per_field, 256)):
                 mapping.update(fields_of(prefix + bytes([field]), entries(rng, count), 1, split_at, bits))
-            client.delete(key)
             for chunk in range(0, len(mapping), 1000):
-                client.hset(MERGED if merged else key, mapping=dict(list(mapping.items())[chunk : chunk + 1000]))
-            used += 0 if merged else client.memory_usage(key, samples=0) or 0
-    return client.memory_usage(MERGED, samples=0) if merged else used
+                part = dict(list(mapping.items())[chunk : chunk + 1000])
+                if read == "keys":
+                    client.mset(part)
+                else:
+                    client.hset(MERGED if read == "merged" else key, mapping=part)
+            if read not in ("merged", "keys"):
+                used += client.memory_usage(key, samples=0) or 0
+    if read == "merged":
+        return client.memory_usage(MERGED, samples=0)
+    return client.info("memory")["used_memory"] - before if read == "keys" else used
 
 
-def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: int) -> float:
-    """EVALSHA microseconds per call: each call one lookup over the 22 bands, random keys."""
+def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: int, suffix: str = "") -> float:
+    """EVALSHA microseconds per call: each call one lookup over the 22 bands, random keys (each
+    name followed by ``suffix``)."""
     rng = np.random.default_rng(seed)
     hint = 1  # the level the last band's read found (read by the merged layout only)
     client.config_resetstat()
     for _ in range(calls):
-        keys = [f"b:{band}:{rng.integers(hashes)}" for band in range(BANDS)]
+        keys = [f"b:{band}:{rng.integers(hashes)}" + suffix for band in range(BANDS)]
         args = []
         for _ in range(BANDS):
             key = rng.integers(0, 256, 1 + REST, dtype=np.uint8).tobytes()
@@ -185,9 +224,9 @@ def server_time(client: redis.Redis, sha: str, calls: int, hashes: int, seed: in
 
 def layout(text: str) -> tuple[str, int, int]:
     read, split_at, bits = (text.split(":") + ["4"])[:3]
-    if read not in ("each", "one", "hint", "merged") or bits not in ("1", "2", "4"):
+    if read not in ("each", "one", "hint", "merged", "keys") or bits not in ("1", "2", "4"):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: READ:SPLIT_AT[:BITS], READ each, one, hint or merged, BITS 1, 2 or 4"
+            f"{text!r}: READ:SPLIT_AT[:BITS], READ each, one, hint, merged or keys, BITS 1, 2 or 4"
         )
     return read, int(split_at), int(bits)
 
@@ -209,15 +248,17 @@ def main() -> None:
         clients = [redis.Redis.from_url(url.rsplit("/", 1)[0] + f"/{1 + i}") for i in range(len(args.layouts))]
         for size in args.sizes:
             print(f"  {size:,} records ({size / 65536:.1f} entries a field):")
-            used = [fill(c, size, split_at, bits, args.hashes, seed=size, merged=read == "merged")
+            used = [fill(c, size, split_at, bits, args.hashes, seed=size, read=read)
                     for c, (read, split_at, bits) in zip(clients, args.layouts)]
-            shas = [c.script_load((MERGED_LOOKUP if read == "merged" else LOOKUP)
+            scripts = {"merged": MERGED_LOOKUP, "keys": KEYS_LOOKUP}
+            shas = [c.script_load(scripts.get(read, LOOKUP)
                                   % {"entry": ENTRY, "levels": levels(bits), "bits": bits, "read": read})
                     for c, (read, _, bits) in zip(clients, args.layouts)]
             times: list[list[float]] = [[] for _ in clients]
             for r in range(args.rounds):
                 for i, client in enumerate(clients):
-                    times[i].append(server_time(client, shas[i], args.calls, args.hashes, seed=r))
+                    suffix = ":" if args.layouts[i][0] in ("merged", "keys") else ""
+                    times[i].append(server_time(client, shas[i], args.calls, args.hashes, seed=r, suffix=suffix))
             medians = [float(np.median(t)) for t in times]
             per_record = [u * (256 / args.hashes) / size for u in used]
             for (read, split_at, bits), t, b in zip(args.layouts, medians, per_record):
