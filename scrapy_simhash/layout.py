@@ -1,8 +1,9 @@
 """How a record's verification hashes become index keys: MinHash bands, pure functions, no I/O.
 
-A record's *sketch* is ``bands * rows`` one-byte MinHash values; band ``i``'s key is the sketch's
-bytes ``[i * rows, (i + 1) * rows)``. Two records are candidates when some band key is equal and the
-sketch's Jaccard estimate is at least ``min_estimate``. A lookup reads ``bands`` exact-match buckets,
+A record's *sketch* is ``size`` one-byte MinHash values (``bands * rows`` unless more are asked
+for); band ``i``'s key is the sketch's bytes ``[i * rows, (i + 1) * rows)``. Two records are
+candidates when some band key is equal and the whole sketch's Jaccard estimate is at least
+``min_estimate``. A lookup reads ``bands`` exact-match buckets,
 so its cost does not grow with the index (docs/how-it-works.md has the figures).
 """
 
@@ -26,6 +27,9 @@ _U64 = np.uint64
 _CHANCE = 1 / 256
 _SHIFT32 = np.array(32, dtype=_U64)
 
+
+#: Sketch bytes at most: a record slot holds its sketch, and the index compares sketches byte by byte.
+MAX_SIZE = 1024
 
 #: Donor attempts an empty bin makes at once. A 1 kB text fills ~60 % of the default layout's bins;
 #: one round found a donor for every empty bin of 99.75 % of the shared corpus cut in 1 kB pieces.
@@ -52,15 +56,19 @@ def _first_tries(size: int) -> np.ndarray:
 class Layout:
     """MinHash bands over verification hashes (sorted distinct uint32 values, already pseudo-random).
 
-    The sketch is one-permutation hashing: the 32-bit hash space is cut into ``bands * rows`` equal
-    ranges, a value's range is its bin, and a bin's MinHash is the lowest hash in it (its low byte is
-    kept). An empty bin borrows the value of a non-empty bin chosen by a fixed hash of its number
+    The sketch is one-permutation hashing: the 32-bit hash space is cut into ``size`` equal ranges,
+    a value's range is its bin, and a bin's MinHash is the lowest hash in it (its low byte is kept).
+    An empty bin borrows the value of a non-empty bin chosen by a fixed hash of its number
     (Shrivastava's densification), so short texts get a full sketch too.
+
+    ``size`` (0: ``bands * rows``) may exceed what the bands key: bins past them sharpen the estimate
+    that filters candidates, so fewer bands, each a bucket read per lookup, keep near misses out.
     """
 
     bands: int
     rows: int
     min_estimate: float
+    size: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.bands <= 255:
@@ -71,11 +79,12 @@ class Layout:
             raise ValueError(f"a sketch needs 16 bytes or more, got {self.bands} x {self.rows}")
         if not 0.0 <= self.min_estimate <= 1.0:
             raise ValueError(f"min_estimate must be between 0 and 1, got {self.min_estimate}")
-
-    @property
-    def size(self) -> int:
-        """Bytes of a sketch: one MinHash value per bin."""
-        return self.bands * self.rows
+        if self.size == 0:
+            object.__setattr__(self, "size", self.bands * self.rows)
+        if not self.bands * self.rows <= self.size <= MAX_SIZE:
+            raise ValueError(
+                f"size must be between bands x rows ({self.bands * self.rows}) and {MAX_SIZE}, got {self.size}"
+            )
 
     @cached_property
     def min_equal(self) -> int:
@@ -126,7 +135,7 @@ class Layout:
         return np.array(self.size, dtype=_U64)  # 0-d: a numpy scalar operand is converted on every call
 
     def band_keys(self, sketch: bytes) -> list[bytes]:
-        """Band ``i``'s key: its ``rows`` sketch bytes."""
+        """Band ``i``'s key: its ``rows`` sketch bytes (the bands take the sketch's first bytes)."""
         r = self.rows
         return [sketch[i * r : (i + 1) * r] for i in range(self.bands)]
 
@@ -143,15 +152,21 @@ class Layout:
         ``jaccard``, each byte equal independently with probability J + (1 - J) / 256."""
         p = jaccard + (1 - jaccard) * _CHANCE
         r, b = self.rows, self.bands
+        beyond = self.size - b * r  # bytes past the bands: each equal with probability p
         # Count over the number of bands that agree wholly (m) and the equal bytes elsewhere.
         band = p**r
         total = 0.0
         for m in range(1, b + 1):
             whole = comb(b, m) * band**m * (1 - band) ** (b - m)
-            rest = (b - m) * r  # bytes of the bands that do not agree wholly: at most r - 1 equal each
             need = max(0, self.min_equal - m * r)
-            total += whole * _partial_bands_at_least(b - m, r, p, need) if rest else whole * (need == 0)
+            total += whole * _equal_elsewhere_at_least(b - m, r, beyond, p, need)
         return total
+
+    @property
+    def label(self) -> str:
+        """``BANDSxROWS[/SIZE]>=ESTIMATE``, as ``simhash-eval --layouts`` takes it."""
+        size = f"/{self.size}" if self.size != self.bands * self.rows else ""
+        return f"{self.bands}x{self.rows}{size}>={self.min_estimate:.2f}"
 
     def as_dict(self) -> dict[str, Any]:
         """The layout's identity as data: stored in the index (an index refuses another layout)."""
@@ -162,16 +177,26 @@ class Layout:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Layout:
-        return cls(bands=int(data["bands"]), rows=int(data["rows"]), min_estimate=float(data["min_estimate"]))
+        """``size`` may be left out: ``bands * rows``."""
+        return cls(
+            bands=int(data["bands"]),
+            rows=int(data["rows"]),
+            min_estimate=float(data["min_estimate"]),
+            size=int(data.get("size", 0)),
+        )
 
 
-def _partial_bands_at_least(bands: int, rows: int, p: float, need: int) -> float:
-    """P(at least ``need`` equal bytes over ``bands`` bands that each have fewer than ``rows`` equal)."""
-    one = np.array([comb(rows, j) * p**j * (1 - p) ** (rows - j) for j in range(rows)])  # j < rows equal
-    if one.sum() == 0:  # every band agrees wholly (p = 1): the caller's weight of this case is 0
-        return 0.0
-    one /= one.sum()
+def _equal_elsewhere_at_least(bands: int, rows: int, beyond: int, p: float, need: int) -> float:
+    """P(at least ``need`` equal bytes over ``bands`` bands that each have fewer than ``rows`` equal
+    and ``beyond`` more bytes, each equal with probability ``p``)."""
     total = np.ones(1)
-    for _ in range(bands):
-        total = np.convolve(total, one)
+    if bands:
+        one = np.array([comb(rows, j) * p**j * (1 - p) ** (rows - j) for j in range(rows)])  # j < rows equal
+        if one.sum() == 0:  # every band agrees wholly (p = 1): the caller's weight of this case is 0
+            return 0.0
+        one /= one.sum()
+        for _ in range(bands):
+            total = np.convolve(total, one)
+    if beyond:
+        total = np.convolve(total, [comb(beyond, j) * p**j * (1 - p) ** (beyond - j) for j in range(beyond + 1)])
     return float(total[need:].sum())

@@ -60,7 +60,7 @@ class Command(ScrapyCommand):
             "--layouts",
             type=str,
             default=None,
-            help="comma-separated layouts to compare as BANDSxROWS>=ESTIMATE (e.g. 22x6>=0.74), "
+            help="comma-separated layouts to compare as BANDSxROWS[/SIZE]>=ESTIMATE (e.g. 22x6>=0.74), "
             "'configured' for the one the settings give (the default)",
         )
         parser.add_argument(
@@ -147,17 +147,20 @@ class Command(ScrapyCommand):
 
     @staticmethod
     def _configuration(label: str, config) -> Configuration:
-        """``configured`` or ``BANDSxROWS>=ESTIMATE``."""
+        """``configured`` or ``BANDSxROWS[/SIZE]>=ESTIMATE``."""
         if label == "configured":
             layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
         else:
             try:
                 shape, _, estimate = label.partition(">=")
+                shape, _, size = shape.partition("/")
                 bands, _, rows = shape.partition("x")
-                layout = Layout(int(bands), int(rows), float(estimate))
+                layout = Layout(int(bands), int(rows), float(estimate), int(size or 0))
             except ValueError as exc:
-                raise ValueError(f"layout {label!r}: {exc} (expected BANDSxROWS>=ESTIMATE, e.g. 22x6>=0.74)") from None
-        return Configuration(f"{layout.bands}x{layout.rows}>={layout.min_estimate:.2f}", layout)
+                raise ValueError(
+                    f"layout {label!r}: {exc} (expected BANDSxROWS[/SIZE]>=ESTIMATE, e.g. 14x6/192>=0.74)"
+                ) from None
+        return Configuration(layout.label, layout)
 
     @staticmethod
     def _say_absent_fields(fields: list[str], keys: Counter[str]) -> None:

@@ -11,6 +11,8 @@ from samples import hashes, near
 from scrapy_simhash.layout import Layout
 
 LAYOUT = Layout(bands=16, rows=6, min_estimate=0.74)
+# More sketch bytes than bands * rows: the estimate reads them all, the bands the first 48.
+LONG = Layout(bands=8, rows=6, min_estimate=0.74, size=128)
 
 
 def test_a_sketch_depends_only_on_the_hash_set():
@@ -51,6 +53,13 @@ def test_band_keys_cut_the_sketch_in_rows():
     assert len(keys) == 16 and b"".join(keys) == sketch and {len(k) for k in keys} == {6}
 
 
+def test_a_sketch_longer_than_its_bands_keys_them_by_its_first_bytes():
+    sketch = LONG.sketch(hashes(3))
+    keys = LONG.band_keys(sketch)
+    assert len(sketch) == 128 and len(keys) == 8 and b"".join(keys) == sketch[:48]
+    assert LONG.sketches([hashes(3), hashes(4)]) == [sketch, LONG.sketch(hashes(4))]
+
+
 @pytest.mark.parametrize("jaccard", [0.5, 0.7, 0.8, 0.9])
 def test_equal_sketch_bytes_estimate_the_jaccard(jaccard):
     base = hashes(4, count=3000)
@@ -61,17 +70,18 @@ def test_equal_sketch_bytes_estimate_the_jaccard(jaccard):
     assert abs(np.mean(estimates) - jaccard) < 0.03
 
 
+@pytest.mark.parametrize("layout", [LAYOUT, LONG], ids=["bands-only", "longer-sketch"])
 @pytest.mark.parametrize("jaccard", [0.7, 0.8, 0.85])
-def test_the_candidate_model_matches_simulated_pairs(jaccard):
+def test_the_candidate_model_matches_simulated_pairs(layout, jaccard):
     """What calibration chooses from: P(some band equal and enough equal bytes) at a Jaccard."""
     base = hashes(5, count=3000)
     found = 0
     trials = 300
     for seed in range(trials):
-        a, b = LAYOUT.sketch(base), LAYOUT.sketch(near(base, jaccard, seed))
-        band = any(x == y for x, y in zip(LAYOUT.band_keys(a), LAYOUT.band_keys(b)))
-        found += band and LAYOUT.equal(a, b) >= LAYOUT.min_equal
-    assert abs(found / trials - LAYOUT.candidate_probability(jaccard)) < 0.08
+        a, b = layout.sketch(base), layout.sketch(near(base, jaccard, seed))
+        band = any(x == y for x, y in zip(layout.band_keys(a), layout.band_keys(b)))
+        found += band and layout.equal(a, b) >= layout.min_equal
+    assert abs(found / trials - layout.candidate_probability(jaccard)) < 0.08
 
 
 def test_the_minimum_equal_bytes_is_the_estimate_bound_rounded_up():
@@ -79,11 +89,15 @@ def test_the_minimum_equal_bytes_is_the_estimate_bound_rounded_up():
 
 
 def test_a_layout_is_data_and_back():
-    assert Layout.from_dict(LAYOUT.as_dict()) == LAYOUT
-    assert Layout.from_dict({"bands": 16, "rows": 6, "min_estimate": 0.74}) == LAYOUT
+    assert Layout.from_dict(LAYOUT.as_dict()) == LAYOUT and Layout.from_dict(LONG.as_dict()) == LONG
+    assert Layout.from_dict({"bands": 16, "rows": 6, "min_estimate": 0.74}) == LAYOUT == Layout(16, 6, 0.74, 96)
+    assert LAYOUT.as_dict()["size"] == 96 and LONG != Layout(8, 6, 0.74)
 
 
-@pytest.mark.parametrize("bands, rows, estimate", [(0, 6, 0.7), (16, 2, 0.7), (2, 6, 0.7), (16, 6, 1.5)])
-def test_impossible_layouts_are_refused(bands, rows, estimate):
+@pytest.mark.parametrize(
+    "bands, rows, estimate, size",
+    [(0, 6, 0.7, 0), (16, 2, 0.7, 0), (2, 6, 0.7, 0), (16, 6, 1.5, 0), (16, 6, 0.7, 95), (16, 6, 0.7, 1025)],
+)
+def test_impossible_layouts_are_refused(bands, rows, estimate, size):
     with pytest.raises(ValueError):
-        Layout(bands, rows, estimate)
+        Layout(bands, rows, estimate, size)
