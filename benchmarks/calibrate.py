@@ -1,7 +1,7 @@
 """Choose the index layout for each Jaccard threshold and target recall, and write the table.
 
-For a threshold T and a target recall R the layout (bands b x rows r, sketch bound E) is chosen
-from the model alone, so no choice depends on one corpus's pairs:
+For a threshold T and a target recall R the layout (bands b x rows r, sketch bound E, sketch bytes
+K >= b * r) is chosen from the model alone, so no choice depends on one corpus's pairs:
 
 * P(candidate | J = T) >= R: a pair exactly at the threshold is found with probability R (pairs
   above it more often);
@@ -10,8 +10,10 @@ from the model alone, so no choice depends on one corpus's pairs:
   lookups stay short whatever the index size;
 * near misses: a pair at J = T - 0.15 is a candidate at most 5 % of the time (each candidate
   costs a read of its data and a verification);
-* then the fewest bands (each is a bucket read per lookup and a bucket entry per record), the
-  highest E, the smallest sketch.
+* then the fewest bands (each is a bucket read and a bucket write per new page's lookup, and a
+  bucket entry per record); for each shape the smallest sketch that qualifies, b * r or more in steps
+  of 16 bytes up to 256 (bytes past the bands sharpen the estimate that keeps near misses out, and
+  cost a record as many bytes); the highest E, the fewest rows.
 
 Each chosen layout is then measured on the shared corpus (its real sketches, every pair found by
 brute force): pair recall at J >= 0.82 / 0.90 / 0.95, candidates per lookup and the share of them
@@ -44,6 +46,7 @@ REPORTED = (0.82, 0.9, 0.95)
 BACKGROUND_SHARE, BACKGROUND_BUDGET = 0.25, 0.002
 NEAR_MISS, NEAR_MISS_BUDGET = 0.15, 0.05
 MAX_BANDS = 48
+SIZE_STEP, MAX_SKETCH = 16, 256
 
 
 def choose(threshold: float, target: float) -> Layout:
@@ -53,18 +56,30 @@ def choose(threshold: float, target: float) -> Layout:
         for rows in range(3, 11):
             if bands * rows < 16 or bands * (BACKGROUND_SHARE * threshold) ** rows > BACKGROUND_BUDGET:
                 continue
-            for step in range(40, -1, -1):  # the highest bound that still reaches the target
-                estimate = round(max(0.0, threshold - 0.4) + 0.01 * step, 2)
-                if estimate > threshold:
-                    continue
-                layout = Layout(bands, rows, estimate)
-                if layout.candidate_probability(threshold) >= target:
-                    if layout.candidate_probability(threshold - NEAR_MISS) <= NEAR_MISS_BUDGET:
-                        found.append(((estimate, -rows), layout))
+            longer = range(-(-bands * rows // SIZE_STEP) * SIZE_STEP, MAX_SKETCH + 1, SIZE_STEP)
+            for size in dict.fromkeys([bands * rows, *longer]):
+                layout = _highest_bound(bands, rows, size, threshold, target)
+                if layout and layout.candidate_probability(threshold - NEAR_MISS) <= NEAR_MISS_BUDGET:
+                    found.append(((layout.min_estimate, -rows), layout))
                     break
         if found:
             return max(found, key=lambda pair: pair[0])[1]
     raise ValueError(f"no layout reaches recall {target} at Jaccard {threshold}")
+
+
+def _highest_bound(bands: int, rows: int, size: int, threshold: float, target: float) -> Layout | None:
+    """The shape with the highest sketch bound (a step of 0.01, at most T) that still reaches the
+    target, if any does: bisected, since a higher bound only finds less."""
+    bounds = [b for b in (round(max(0.0, threshold - 0.4) + 0.01 * step, 2) for step in range(41)) if b <= threshold]
+    best, low, high = None, 0, len(bounds) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        layout = Layout(bands, rows, bounds[middle], size)
+        if layout.candidate_probability(threshold) >= target:
+            best, low = layout, middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def measure(layout: Layout, hashes: list[np.ndarray], truth: dict[tuple[int, int], float], threshold: float) -> dict:
@@ -131,8 +146,7 @@ def main() -> None:
             }
             rows.append(row)
             print(
-                f"{threshold:>5.2f} {target:>6.2f}  {layout.bands:>2} x {layout.rows} "
-                f">= {layout.min_estimate:.2f}{'':6} "
+                f"{threshold:>5.2f} {target:>6.2f}  {layout.label:<20} "
                 f"{row['model_recall_at_threshold']:>6.3f} {row['model_near_miss']:>7.3f}  "
                 f"{'/'.join(f'{v:.4f}' for v in m['recall'].values())}  {m['candidates_per_lookup']:>11.2f}  "
                 f"{m['candidate_precision']:>9.3f}",

@@ -9,8 +9,10 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.evaluate import Configuration, ItemRun, PairRow, Scores, format_item_runs, format_pair_rows
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.settings import DEFAULTS
 
 
 def run(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -110,8 +112,9 @@ def test_eval_counts_documents_without_text_and_prints_no_recall_without_pairs(t
     assert done.returncode == 0, done.stderr
     assert "1 of 3 documents have no text in the fields SIMHASH_FIELDS names" in done.stdout
     pairs, items = done.stdout.split("The pipeline's decisions")
-    assert {line.split()[4] for line in pairs.splitlines() if line.startswith("22x6")} == {"-"}
-    assert {line.split()[5] for line in items.splitlines() if line.startswith("22x6")} == {"-"}
+    default = layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"]).label
+    assert {line.split()[4] for line in pairs.splitlines() if line.startswith(default)} == {"-"}
+    assert {line.split()[5] for line in items.splitlines() if line.startswith(default)} == {"-"}
 
 
 def test_eval_names_a_field_the_user_named_that_no_document_has(tmp_path) -> None:

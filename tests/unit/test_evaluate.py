@@ -14,6 +14,7 @@ import redis
 from samples import LAYOUT, hashes, near
 from texts import article, edited
 
+from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.evaluate import (
     Configuration,
     Scores,
@@ -25,6 +26,7 @@ from scrapy_simhash.evaluate import (
     run_pairs,
 )
 from scrapy_simhash.fingerprint import Signature, jaccard_hashes
+from scrapy_simhash.settings import DEFAULTS
 
 CONFIGURATION = Configuration("16x6>=0.72", LAYOUT)
 
@@ -165,9 +167,10 @@ def test_eval_command_end_to_end(launcher: list[str], tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr
     pairs, decisions = done.stdout.split("The pipeline's decisions")
-    rows = [line.split() for line in pairs.splitlines() if line.startswith(("22x6", "8x4"))]
+    labels = (layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"]).label, "8x4")
+    rows = [line.split() for line in pairs.splitlines() if line.startswith(labels)]
     assert len(rows) == 2 * 5 and all(row[4] == "1.000" for row in rows)  # recall: every pair found
-    items = [line.split() for line in decisions.splitlines() if line.startswith(("22x6", "8x4"))]
+    items = [line.split() for line in decisions.splitlines() if line.startswith(labels)]
     assert len(items) == 4 and all(row[-3] == "0" for row in items)  # no false merge in any order
 
 
