@@ -25,6 +25,23 @@ async def test_a_record_round_trips_with_odd_ids(make_index):
     assert await index.count() == len(ODD_IDS)
 
 
+async def test_bands_key_the_first_bytes_of_a_longer_sketch(make_index):
+    """A record sharing every byte past the bands but no band is no candidate; one sharing one band
+    and enough bytes past the bands is."""
+    layout = Layout(4, 6, 0.5, size=128)
+    index = await make_index(layout=layout)
+    stored = np.random.default_rng(3).integers(0, 256, layout.size, dtype=np.uint8)
+    rid = (await index.check_and_add(with_sketch("stored", layout, stored.tobytes()))).added
+    banded = layout.bands * layout.rows
+    no_band = stored.copy()
+    no_band[:banded] ^= 0xFF
+    assert not (await index.check_and_add(with_sketch("no band", layout, no_band.tobytes()))).candidates
+    one_band = stored.copy()
+    one_band[: banded - layout.rows] ^= 0x0F  # its other bands are neither record's
+    lookup = await index.check_and_add(with_sketch("one band", layout, one_band.tobytes()))
+    assert [(c.rid, c.equal) for c in lookup.candidates] == [(rid, layout.size - banded + layout.rows)]
+
+
 async def test_a_near_copy_finds_the_original_and_a_distinct_text_does_not(make_index):
     index = await make_index()
     original = hashes(1)
@@ -219,10 +236,13 @@ async def test_a_candidates_shared_sketch_bytes_are_counted_whatever_the_sketch_
     assert {c.rid: c.equal for c in lookup.candidates} == expected
 
 
+@pytest.mark.parametrize(
+    "layout", [Layout(22, 6, 0.74), Layout(14, 6, 0.73, size=176)], ids=["bands-only", "longer-sketch"]
+)
 @pytest.mark.parametrize("first", [True, False])
-async def test_a_record_sharing_min_equal_sketch_bytes_is_a_candidate_and_one_fewer_is_not(make_index, first):
-    """The estimate's bound is exact, wherever in the sketch the differing bytes lie."""
-    layout = Layout(bands=22, rows=6, min_estimate=0.74)
+async def test_a_record_sharing_min_equal_sketch_bytes_is_a_candidate_and_one_fewer_is_not(make_index, first, layout):
+    """The estimate's bound is exact, wherever in the sketch the differing bytes lie (past the bands
+    too, in a sketch longer than they are)."""
     index = await make_index(layout=layout)
     stored = np.random.default_rng(9).integers(0, 256, layout.size, dtype=np.uint8)
     rid = (await index.check_and_add(with_sketch("stored", layout, stored.tobytes()))).added
