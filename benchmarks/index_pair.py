@@ -9,8 +9,9 @@ redis-server of its own on a free port through that revision's ``benchmarks/inde
 at once, then the parent asks each for a round of lookups in turn (the order reversed every other
 round) while nothing else runs: ``--lookups`` new random records and ``--near`` near-duplicates of
 stored ones, one at a time, in the process and session that filled the index. Printed per round and
-as medians: the server's time per lookup (``INFO commandstats``) and commands per lookup, and the
-ratio B / A of each round. Both servers stay in memory until the end: about 9 GB each at 10M records.
+as medians: the server's time per lookup (``INFO commandstats``), the client's lookups a second and
+commands per lookup, and the ratio B / A of each round. Both servers stay in memory until the end:
+about 9 GB each at 10M records.
 """
 
 from __future__ import annotations
@@ -107,9 +108,11 @@ def main() -> None:
                 a, b = ([r[kind]["script_us"] for r in rs] for rs in results)
                 ratios = [y / x for x, y in zip(a, b)]
                 commands = [statistics.median(r[kind]["commands_per_lookup"] for r in rs) for rs in results]
+                rates = [statistics.median(r[kind]["per_s"] for r in rs) for rs in results]
                 print(f"{kind:>4}: {args.revs[0]} {statistics.median(a):6.1f} us, {args.revs[1]} "
                       f"{statistics.median(b):6.1f} us; {args.revs[1]} / {args.revs[0]} round by round "
                       f"{' '.join(f'{x:.2f}' for x in ratios)}, median {statistics.median(ratios):.2f}x; "
+                      f"lookups/s (client, one at a time) {rates[0]:,.0f} / {rates[1]:,.0f}; "
                       f"commands {commands[0]:.0f} / {commands[1]:.0f}; near-duplicates found "
                       f"{statistics.mean(r['found'] for r in results[0]):.0%} / "
                       f"{statistics.mean(r['found'] for r in results[1]):.0%}")
