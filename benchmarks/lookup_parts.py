@@ -1,4 +1,4 @@
-"""Where a new page's lookup spends its server time: the call, the checks before the bands, the 22 band
+"""Where a new page's lookup spends its server time: the call, the checks before the bands, the band
 reads, the insert.
 
     cd benchmarks

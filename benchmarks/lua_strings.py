@@ -3,9 +3,10 @@
     python benchmarks/lua_strings.py [--sizes 16,256,1350,4400] [--calls 2000] [--rounds 3]
 
 Every value a script reads (``GET``, ``HGET``) or builds (``..``, ``string.sub``) becomes a Lua string,
-and Redis' Lua makes each one byte by byte. A lookup reads each of its 22 band buckets' lists and a
-new page rewrites them; at 10M records a list is about 1,350 bytes (docs/benchmarks.md "Index at
-scale"), a candidate's verification blob about 4,400. On a throwaway redis-server, each script does
+and Redis' Lua makes each one byte by byte. A lookup reads each of its band buckets' lists and a
+new page rewrites them (22 at the 22 x 6 layout these figures were taken with); at 10M records a
+list is about 1,350 bytes (docs/benchmarks.md "Index at scale"), a candidate's verification blob
+about 4,400. On a throwaway redis-server, each script does
 22 times: ``STRLEN`` of a value of the size (the command alone), ``GET`` of it (the command and a
 string of that size), ``string.sub`` of an argument of that size (a string alone, no command), and
 nothing (the loop alone). Printed: server time per call (``INFO commandstats``); what a string read
@@ -27,7 +28,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import throwaway_redis  # noqa: E402  (benchmarks/pipeline.py)
 
-STRINGS = 22  # band buckets a lookup reads at the default threshold
+STRINGS = 22  # band buckets a lookup reads at 22 x 6
 SCRIPTS = {
     "loop": f"for i = 1, {STRINGS} do local s = i end return 1",
     "strlen": f"for i = 1, {STRINGS} do redis.call('STRLEN', KEYS[1]) end return 1",

@@ -25,7 +25,8 @@ __all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "pl
 #: A closer copy adds nothing but bucket entries. Measured: docs/benchmarks.md "Groups".
 NOVELTY = 0.95
 #: How far below the best match a candidate's sketch estimate may be and still be read: three
-#: standard errors of the default sketch's estimate near the threshold (132 bytes, J ~ 0.85).
+#: standard errors of a 132-byte sketch's estimate near the threshold (J ~ 0.85); the default's
+#: 176 bytes err less.
 PLAUSIBLE = 0.1
 #: Restarts after the matched record was erased or expired meanwhile, before giving up.
 MAX_RESTARTS = 3
