@@ -53,8 +53,17 @@ local function read_slot(kind, size, n)
     return s
 end
 
+-- A block of records is written whole, zeros, by its first record (rids come in order): grown slot
+-- by slot, Redis would keep up to as much again as room to grow. Group ids are a sparse subset of
+-- the rids, so group blocks grow as far as their last group only.
+local EMPTY_BLOCK
 local function write_slot(kind, size, n, value)
-    redis.call('SETRANGE', block_key(kind, n), (n % PER_BLOCK) * size, value)
+    local key = block_key(kind, n)
+    if kind == 'm' and n % PER_BLOCK == 0 then
+        EMPTY_BLOCK = EMPTY_BLOCK or rep('\0', PER_BLOCK * size)
+        redis.call('SET', key, EMPTY_BLOCK, 'NX')
+    end
+    redis.call('SETRANGE', key, (n % PER_BLOCK) * size, value)
 end
 
 local function clear_slot(kind, size, n)

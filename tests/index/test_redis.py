@@ -201,6 +201,24 @@ async def test_every_key_is_under_the_prefix_or_its_page_data(throwaway_redis):
     await index.close()
 
 
+async def test_a_block_of_record_slots_takes_the_memory_of_its_bytes(throwaway_redis):
+    """Slots written one after another would grow a block string step by step, and Redis keeps up to
+    as much again as room to grow: a block of records is written whole when its first record is."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0, size=176)
+    index = await opened(throwaway_redis.url, layout=layout)
+    rng = np.random.default_rng(8)
+    for i in range(2 * 256):
+        assert (await index.check_and_add(with_sketch(f"r{i}", layout, rng.bytes(layout.size)))).added
+    admin = throwaway_redis.client()
+    block = b"simhash:{s}:m:1"  # rids 256-511: every slot written, in order
+    assert admin.strlen(block) == 256 * (42 + layout.size)
+    copy = b"simhash:{s}:m:9"  # the same bytes under a name as long, written at once
+    admin.set(copy, admin.get(block))
+    assert admin.memory_usage(block, samples=0) == admin.memory_usage(copy, samples=0)
+    admin.close()
+    await index.close()
+
+
 async def test_a_lookup_reads_short_bucket_lists_however_many_keys_share_a_field(throwaway_redis):
     """A band's hash field gathers every key with the same two first bytes, so in a large index it
     would hold ever more entries for each lookup to copy and search: past the bound it is split."""
