@@ -598,11 +598,9 @@ class SimhashPipeline:
         (delivery.py). A delivered page's record is no longer pending: a crash from now on keeps it as
         a canonical."""
         rid = self._settle(item)
-        if rid is None:
-            if self._deliveries is not None:
-                self._deliveries.taken(item, None)
-            return
         delivery = Delivery.DELIVERED if self._deliveries is None else self._deliveries.taken(item, rid)
+        if rid is None:
+            return
         if delivery is Delivery.DELIVERED:
             self._send_soon(self._confirm, [rid])
         elif delivery is Delivery.AWAITING_FEED:
