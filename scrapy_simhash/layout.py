@@ -3,8 +3,8 @@
 A record's *sketch* is ``size`` one-byte MinHash values (``bands * rows`` unless more are asked
 for); band ``i``'s key is the sketch's bytes ``[i * rows, (i + 1) * rows)``. Two records are
 candidates when some band key is equal and the whole sketch's Jaccard estimate is at least
-``min_estimate``. A lookup reads ``bands`` exact-match buckets,
-so its cost does not grow with the index (docs/how-it-works.md has the figures).
+``min_estimate``. A lookup reads ``bands`` exact-match buckets, so its cost does not grow with the
+index (docs/how-it-works.md has the figures).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class Command(ScrapyCommand):
             "--layouts",
             type=str,
             default=None,
-            help="comma-separated layouts to compare as BANDSxROWS[/SIZE]>=ESTIMATE (e.g. 22x6>=0.74), "
+            help="comma-separated layouts to compare as BANDSxROWS[/SIZE]>=ESTIMATE (e.g. 14x6/176>=0.73), "
             "'configured' for the one the settings give (the default)",
         )
         parser.add_argument(
@@ -158,7 +158,7 @@ class Command(ScrapyCommand):
                 layout = Layout(int(bands), int(rows), float(estimate), int(size or 0))
             except ValueError as exc:
                 raise ValueError(
-                    f"layout {label!r}: {exc} (expected BANDSxROWS[/SIZE]>=ESTIMATE, e.g. 14x6/192>=0.74)"
+                    f"layout {label!r}: {exc} (expected BANDSxROWS[/SIZE]>=ESTIMATE, e.g. 14x6/176>=0.73)"
                 ) from None
         return Configuration(layout.label, layout)
 
