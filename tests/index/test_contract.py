@@ -342,6 +342,17 @@ async def test_a_member_kept_without_reach_is_not_a_candidate(make_index):
     assert len(await index.records("copy1")) == 1
 
 
+async def test_a_member_kept_without_reach_keeps_no_verification_data(make_index):
+    index = await make_index()
+    a = hashes(31)
+    await index.check_and_add(record("a", a))
+    member = record("m", a)  # one Record for its lookup and its join, as the pipeline has
+    lookup = await index.check_and_add(member)
+    await index.join(member, lookup.candidates[0], banded=False)
+    [stored] = await index.records("m")
+    assert len(stored.hashes) == 0
+
+
 async def test_joining_a_record_erased_meanwhile_says_so(make_index):
     index = await make_index()
     a = hashes(40)
