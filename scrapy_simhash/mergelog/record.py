@@ -75,21 +75,23 @@ class Rule:
     weighting: str
     fingerprint_version: int
     boilerplate_version: int
-    _json: str = field(init=False, repr=False, compare=False)
+    _plain: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, Mapping):
             raise TypeError(f"the rule's layout must be a mapping of JSON data, got {type(self.layout).__name__}")
         data = {item.name: getattr(self, item.name) for item in fields(self) if item.init}
         try:
-            encoded = json.dumps(data, allow_nan=False)
+            plain = json.loads(json.dumps(data, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the rule and its layout must be JSON data: {exc}") from None
-        object.__setattr__(self, "_json", encoded)
+        if any(isinstance(value, (dict, list)) for value in plain["layout"].values()):
+            raise TypeError("the rule's layout must map names to plain values (numbers, strings)")
+        object.__setattr__(self, "_plain", plain)
 
     def as_dict(self) -> dict[str, Any]:
         """The rule as a record holds it: fresh plain data on each call, shared with nothing."""
-        return json.loads(self._json)
+        return {**self._plain, "layout": dict(self._plain["layout"])}
 
 
 def is_number(value: Any) -> bool:

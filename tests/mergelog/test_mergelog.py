@@ -51,6 +51,9 @@ def test_the_layout_is_json_data_not_a_repr() -> None:
     with pytest.raises(TypeError, match="layout"):
         Rule(jaccard_threshold=0.8, layout={"positions": {1, 2}}, shingle_width=4, weighting="frequency",
              fingerprint_version=2, boilerplate_version=0)
+    with pytest.raises(TypeError, match="plain values"):
+        Rule(jaccard_threshold=0.8, layout={"positions": [1, 2]}, shingle_width=4, weighting="frequency",
+             fingerprint_version=2, boilerplate_version=0)
 
 
 def test_records_of_one_rule_do_not_share_its_data() -> None:
