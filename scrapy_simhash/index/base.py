@@ -11,10 +11,9 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -47,6 +46,8 @@ SCHEMA = 6
 MAX_BANDED_MEMBERS = 32
 #: Candidates a lookup returns per group, those sharing the most sketch bytes: a page joins a group
 #: through any member, so a family of many findable members need not be read whole. Measured:
+#: Verification hashes a crawl keeps by write id (4 bytes each: 16 MB), see :class:`_KeptHashes`.
+KEPT_HASHES = 4_000_000
 #: docs/benchmarks.md "Candidates per group".
 CANDIDATES_PER_GROUP = 4
 #: Records of one group a band key lists: a member goes under those of its keys that fewer of its
@@ -63,12 +64,33 @@ def handle(value: str) -> bytes:
     return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
-@lru_cache(maxsize=1024)
-def _decoded(blob: bytes, max_count: int) -> np.ndarray:
-    """Decoded blobs, recent ones kept: a canonical with many duplicates is a candidate again and again."""
-    hashes = decode_hashes(blob, max_count)
-    hashes.flags.writeable = False  # shared between candidates
-    return hashes
+class _KeptHashes:
+    """Verification hashes by write id, the most recently used within a budget of hashes.
+
+    The data under a write id is written once, so hashes this crawl computed for a record it stored,
+    or decoded from one it read, stand for the blob whenever that record is a candidate again: most
+    candidates of a crawl are its own pages, and a canonical with many duplicates is one again and
+    again. Measured: docs/benchmarks.md "Verification data this crawl holds".
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._held: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._size = 0
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        hashes = self._held.get(key)
+        if hashes is not None:
+            self._held.move_to_end(key)
+        return hashes
+
+    def put(self, key: bytes, hashes: np.ndarray) -> None:
+        if key in self._held or len(hashes) > self.budget:
+            return
+        self._held[key] = hashes
+        self._size += len(hashes)
+        while self._size > self.budget:
+            self._size -= len(self._held.popitem(last=False)[1])
 
 
 def _new_write_id() -> bytes:
@@ -251,16 +273,30 @@ class Index(ABC):
         self.create = create
         self.session = session
         self.lease = lease
+        self._kept = _KeptHashes(KEPT_HASHES)
 
-    def _hashes(self, blob: bytes | None) -> np.ndarray | None:
-        """Stored verification data, decoded within the bound; None for data that is not a blob."""
-        if blob is None:
+    def _hashes(self, blob: bytes | None, key: bytes = b"") -> np.ndarray | None:
+        """Stored verification data, decoded within the bound; None for data that is not a blob.
+        ``key``, the write id it is stored under, finds hashes this crawl already holds."""
+        if not blob:
             return None
+        hashes = self._kept.get(key) if key else None
+        if hashes is not None:
+            return hashes
         try:
-            hashes = _decoded(blob, self.max_hashes)
+            hashes = decode_hashes(blob, self.max_hashes)
         except ValueError:
             return None
+        hashes.flags.writeable = False  # shared between candidates
+        if key:
+            self._kept.put(key, hashes)
         return hashes
+
+    def _stored(self, record: Record) -> None:
+        """Note that ``record`` is stored with its verification data: its hashes stand for its blob
+        (within the bound a blob is read with, so a record reads the same whoever stored it)."""
+        if len(record.hashes) <= self.max_hashes:
+            self._kept.put(record.write_id, record.hashes)
 
     def _check_identity(self, stored: dict[str, str], where: str) -> None:
         """Refuse an index of another schema, layout or fingerprint version: read with this one's

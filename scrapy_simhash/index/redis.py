@@ -301,20 +301,25 @@ class RedisIndex(Index):
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
         await self._forget(stale)
-        read = dict(zip((c.key for c in candidates), self._details(self._unpack_rows(rows))))
+        if added:
+            self._stored(record)
+        keys = [c.key for c in candidates[: len(rows)]]  # the best ones' data came along (none on a cluster)
+        read = dict(zip(keys, self._details(self._unpack_rows(rows), keys)))
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
         if not candidates:
             return []
+        keys = [c.key for c in candidates]
         if self.cluster:
-            return self._details(await self._cluster_details(candidates))
-        keys = (key for c in candidates for key in (c.key, c.canonical_key))
-        return self._details(self._unpack_rows(await self._call("details", *keys)))
+            return self._details(await self._cluster_details(candidates), keys)
+        both = (key for c in candidates for key in (c.key, c.canonical_key))
+        return self._details(self._unpack_rows(await self._call("details", *both)), keys)
 
-    def _details(self, rows: list[tuple[bytes, ...] | None]) -> list[Details | None]:
+    def _details(self, rows: list[tuple[bytes, ...] | None], keys: list[bytes]) -> list[Details | None]:
+        """The candidates' data from their rows; ``keys``, their write ids, find hashes already held."""
         out: list[Details | None] = []
-        for row in rows:
+        for row, key in zip(rows, keys, strict=True):
             if row is None:
                 out.append(None)
                 continue
@@ -324,7 +329,7 @@ class RedisIndex(Index):
                     id_.decode(),
                     url.decode(),
                     host.decode(),
-                    self._hashes(blob or None),
+                    self._hashes(blob, key),
                     head_id.decode(),
                     head_url.decode(),
                 )
@@ -376,6 +381,8 @@ class RedisIndex(Index):
         rid, group, canonical, size, findable = map(int, _JOINED.unpack(reply))
         if rid == 0:
             raise GroupGone(f"record {matched.rid} is gone")
+        if banded and findable:
+            self._stored(record)
         if self.cluster and not findable:  # kept without its hashes, which its lookup may have written
             await self.client.hdel(self._data_key(record.write_id), "s")
         return Joined(rid, group, canonical, size, bool(findable))

@@ -153,15 +153,24 @@ class SQLiteIndex(Index):
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
-        return await self._run(self._check_and_add, record, sketch, since)
+        lookup = await self._run(self._check_and_add, record, sketch, since)
+        if lookup.added is not None:
+            self._stored(record)
+        return lookup
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
         rows = await self._run(self._details, [(c.rid, c.canonical) for c in candidates])
-        return [None if row is None else Details(*row[:3], self._hashes(row[3]), *row[4:]) for row in rows]
+        return [
+            None if row is None else Details(*row[:3], self._hashes(row[3], c.key), *row[4:])
+            for row, c in zip(rows, candidates, strict=True)
+        ]
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
-        return await self._run(self._join, record, sketch, matched.rid, banded)
+        joined = await self._run(self._join, record, sketch, matched.rid, banded)
+        if joined.banded:
+            self._stored(record)
+        return joined
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         return await self._run(self._check_and_add_exact, record, digest)

@@ -645,6 +645,16 @@ async def test_a_read_only_open_creates_nothing(make_index):
         await make_index(create=False, fresh=True)
 
 
+async def test_a_crawl_verifies_its_own_records_with_the_hashes_it_computed(make_index):
+    own, other = await make_index(), await make_index()
+    page = record("page", hashes(130))
+    await own.check_and_add(page)
+    [seen_by_other] = await other.details((await other.check_and_add(record("o", hashes(130)))).candidates)
+    [seen_by_own] = await own.details((await own.check_and_add(record("c", hashes(130)))).candidates)
+    assert seen_by_own.hashes is page.hashes  # held, not decoded from the stored blob
+    assert seen_by_other.hashes is not page.hashes and np.array_equal(seen_by_other.hashes, page.hashes)
+
+
 async def test_planted_verification_data_beyond_the_bound_is_unreadable(make_index):
     index = await make_index(max_hashes=500)
     big = hashes(120, count=2000)
