@@ -109,7 +109,7 @@ async def fill(index, layout, blobs: list[bytes], records: int) -> np.ndarray:
             for record in batch:
                 # What RedisIndex.check_and_add sends after the data (no page data in the call itself).
                 pipe.execute_command("FCALL", index._function, 1, *index._route, index.prefix, "check_add", 0,
-                                     record.sketch(layout), *index._record_args(record), *[""] * 6)
+                                     record.sketch(layout), 1, *index._record_args(record), *[""] * 6)
             replies = await pipe.execute()
         if any(index._lookup_reply(reply[0])[1] == 0 for reply in replies):
             raise RuntimeError("a random record found candidates: the fill is not what it should be")

@@ -62,7 +62,7 @@ def library_at(library: str, rev: str) -> tuple[str, str]:
 def lookup_args(driver: NewDriver, record) -> tuple:
     """The arguments ``RedisIndex.check_and_add`` sends for ``record`` (a lookup of a new page)."""
     index = driver.index
-    return (index.prefix, "check_add", 0, record.sketch(driver.layout), *index._record_args(record),
+    return (index.prefix, "check_add", 0, record.sketch(driver.layout), 1, *index._record_args(record),
             *index._page_data(record))
 
 

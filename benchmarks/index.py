@@ -284,7 +284,7 @@ class NewDriver:
         async with index.client.pipeline(transaction=False) as pipe:
             for r in records:
                 pipe.fcall(index._function, len(index._route), *index._route, index.prefix, "check_add", 0,
-                           r.sketch(self.layout), *index._record_args(r), *index._page_data(r))
+                           r.sketch(self.layout), 1, *index._record_args(r), *index._page_data(r))
             return await pipe.execute()
 
     def new_queries(self, size: int, count: int) -> list:

@@ -25,6 +25,7 @@ local PER_BLOCK = 256
 local LIVE, BANDED, PENDING, EXACT, SCRAPED = 1, 2, 4, 8, 16  -- SCRAPED: pending, its feed not stored yet
 local CLOSED = 1           -- group flag: being expired, joins refused
 local BUSY = -1            -- in place of an added rid: the id is pending in another live session
+local NEEDS_DATA = -2      -- in place of an added rid: the page is new, its lookup came without its data
 local NO_HEAD = '\0\0\0\0\0\0\0\0\0'  -- in a candidate whose group has no canonical record
 
 -- Record ids (rids) are 5 bytes big-endian.
@@ -496,12 +497,13 @@ local function keep_best(best, rid, s, same)
     end
 end
 
--- Arguments: since, sketch, then insert's. Candidates newer than ``since``, best first, or the
--- record added when there are none, as lookup_reply, with the details rows of the FIRST_READ best
--- candidates (one server only).
+-- Arguments: since, sketch, whether the page data came along (one server) or is stored (a cluster),
+-- then insert's. Candidates newer than ``since``, best first, or the record added when there are
+-- none (NEEDS_DATA, nothing written, when its data did not come), as lookup_reply, with the details
+-- rows of the FIRST_READ best candidates (one server only).
 local function check_add(a)
-    local since, sketch = tonumber(ARGV[a]), ARGV[a + 1]
-    local idh, wid, session = ARGV[a + 5], ARGV[a + 3], ARGV[a + 4]
+    local since, sketch, ready = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2] == '1'
+    local idh, wid, session = ARGV[a + 6], ARGV[a + 4], ARGV[a + 5]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
     local mine, held = own_write(idh, wid, session)
     if mine then return lookup_reply(seq, mine.rid, 0, 0, {}, {}, {}) end
@@ -537,7 +539,8 @@ local function check_add(a)
         end
     end
     if #found == 0 then
-        local added = insert(a + 2, sketch, LIVE + BANDED + PENDING)
+        if not ready then return lookup_reply(seq, NEEDS_DATA, 0, 0, {}, {}, {}) end
+        local added = insert(a + 3, sketch, LIVE + BANDED + PENDING)
         return lookup_reply(seq, added[1], added[2], added[3], added[4], {}, {})
     end
     table.sort(found, function(x, y) return x.same > y.same or (x.same == y.same and x.rid < y.rid) end)

@@ -50,6 +50,7 @@ _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="u
 _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
+_NEEDS_DATA = -2  # NEEDS_DATA in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and candidate counts (``lookup_reply``)
 _JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
@@ -60,6 +61,11 @@ _NO_HASHES = np.empty(0, dtype=np.uint32)
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
 #: it copies and rewrites stays short. Measured: docs/benchmarks.md "Bucket fields past 10M records".
 BUCKET_SPLIT_AT = 64
+#: How fast the share of recent lookups that added their page follows each one (an exponential
+#: average): a lookup carries its page's data while that share is at least a half. Data sent along
+#: costs its encoding and its bytes when the page turns out a copy; data left behind costs a new
+#: page a second call. Measured: docs/benchmarks.md "Page data on demand".
+NEW_SHARE_WEIGHT = 1 / 16
 #: Function calls carrying items' lookups and joins that may await their replies at once. The lookups
 #: and joins items make meanwhile wait, and go together in one call when one returns: a call costs the
 #: crawler 130-190 us of CPU. Measured: docs/benchmarks.md "Lookups of the items in flight".
@@ -128,6 +134,7 @@ class RedisIndex(Index):
         self._route = [f"{key_prefix}:meta"]
         self._lease_key = f"{key_prefix}:live:".encode() + self.session  # in the index's slot
         self._leased = False  # a key in the index's slot: where a cluster runs the function
+        self._new_share = 1.0  # of recent lookups, those that added their page (NEW_SHARE_WEIGHT)
         self._waiting: list[tuple[asyncio.Future, list]] = []  # calls for the next batch
         self._batches: set[asyncio.Task] = set()
 
@@ -294,12 +301,20 @@ class RedisIndex(Index):
         return value.get("appendonly") == "no" and value.get("save") == ""
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
+        """The page's data goes with its lookup only while most recent lookups added theirs: a copy's
+        would be encoded and sent for nothing; a new page found without it is asked for it."""
         sketch = record.sketch(self.layout)
-        data = await self._write_data(record) if since == 0 else self._page_data(record)
-        head, *rows = await self._batched("check_add", since, sketch, *self._record_args(record), *data)
-        seq, added, this, earlier, stale, candidates = self._lookup_reply(head)  # best first
+        ready = self._new_share >= 0.5
+        while True:
+            data = await self._write_data(record) if ready else _NO_DATA
+            head, *rows = await self._batched("check_add", since, sketch, int(ready), *self._record_args(record), *data)
+            seq, added, this, earlier, stale, candidates = self._lookup_reply(head)  # best first
+            if added != _NEEDS_DATA:
+                break
+            since, ready = seq, True  # judged up to seq: only newer records can stop the insert
         if added == _BUSY:
             return Lookup(None, [], seq, busy=True)
+        self._new_share += NEW_SHARE_WEIGHT * ((1.0 if added else 0.0) - self._new_share)
         await self._forget(stale)
         if added:
             self._stored(record)

@@ -353,6 +353,18 @@ async def test_a_member_kept_without_reach_keeps_no_verification_data(make_index
     assert len(stored.hashes) == 0
 
 
+async def test_a_new_page_after_many_copies_is_stored_with_its_data(make_index):
+    index, other = await make_index(), await make_index()
+    base = hashes(64)
+    await index.check_and_add(record("base", base))
+    for i in range(32):  # a crawl of copies comes to expect copies
+        assert (await index.check_and_add(record(f"c{i}", base))).candidates
+    new = hashes(65)
+    assert (await index.check_and_add(record("new", new))).added
+    [details] = await other.details((await other.check_and_add(record("copy", new))).candidates)
+    assert details.id == "new" and np.array_equal(details.hashes, new)
+
+
 async def test_joining_a_record_erased_meanwhile_says_so(make_index):
     index = await make_index()
     a = hashes(40)

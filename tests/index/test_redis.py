@@ -75,6 +75,22 @@ async def test_a_copy_is_judged_in_two_function_calls_on_one_server(redis_server
     assert logged.calls == ["check_and_add", "join"]
 
 
+async def test_a_lookup_that_expects_a_copy_sends_no_verification_data(throwaway_redis):
+    index = await opened(throwaway_redis.url)
+    base = hashes(62, count=3000)
+    await index.check_and_add(record("base", base))
+    for i in range(32):  # a crawl of copies comes to expect copies
+        await index.check_and_add(record(f"c{i}", base))
+    admin = throwaway_redis.client()
+    received = admin.info("stats")["total_net_input_bytes"]
+    copy = record("copy", base)
+    lookup = await index.check_and_add(copy)
+    received = admin.info("stats")["total_net_input_bytes"] - received
+    admin.close()
+    await index.close()
+    assert lookup.candidates and received < len(copy.blob()) / 4
+
+
 async def test_a_flushed_function_library_is_loaded_again(throwaway_redis):
     index = await opened(throwaway_redis.url)
     assert (await index.check_and_add(record("a", hashes(1)))).added
@@ -181,7 +197,7 @@ async def test_a_lookup_cancelled_before_its_call_went_writes_nothing(throwaway_
 async def test_a_call_that_fails_in_a_batch_leaves_the_others_their_replies(throwaway_redis):
     index = await opened(throwaway_redis.url)
     ok = record("ok", hashes(3))
-    args = [0, ok.sketch(LAYOUT), *index._record_args(ok), *index._page_data(ok)]
+    args = [0, ok.sketch(LAYOUT), 1, *index._record_args(ok), *index._page_data(ok)]
     replies = await index._call("batch", "join", 1, "not a rid", "check_add", len(args), *args)
     assert isinstance(replies[0], Exception)
     assert index._lookup_reply(replies[1][0])[1] > 0  # added
@@ -280,6 +296,20 @@ async def test_the_atomic_part_lives_in_one_slot_and_page_data_spreads(cluster):
     owners = {client.nodes_manager.get_node_from_slot(slot).name for slot in data}
     client.close()
     assert len(atomic) == 1 and len(data) == 60 and len(owners) == 3
+
+
+async def test_a_lookup_that_expects_a_copy_writes_no_page_data_on_a_cluster(cluster):
+    index = await opened(cluster_url(cluster), "simhash:{copies}")
+    base = hashes(66)
+    await index.check_and_add(record("base", base))
+    copies = [record(f"c{i}", base) for i in range(32)]  # a crawl of copies comes to expect copies
+    for copy in copies:
+        assert (await index.check_and_add(copy)).candidates
+    await index.close()
+    client = RedisCluster.from_url(cluster.url)
+    written = client.exists(b"simhash:copies:d:" + copies[-1].write_id)
+    client.close()
+    assert not written
 
 
 @pytest.mark.slow
