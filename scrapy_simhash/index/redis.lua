@@ -698,18 +698,18 @@ local function identity(a)
     return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
 end
 
--- Arguments: pairs of (write id, its group's canonical's write id); one server only (the page data is
--- in the function's reach). Rows as detail_row.
-local function details(a)
+-- Arguments: pairs of (write id, its group's canonical's write id) up to ARGV[last] (default: all);
+-- one server only (the page data is in the function's reach). Rows as detail_row.
+local function details(a, last)
     local out = {}
-    for i = a, #ARGV, 2 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1]) end
+    for i = a, last or #ARGV, 2 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1]) end
     return out
 end
 
 local ENTRY_POINTS = {check_add = check_add, check_add_exact = check_add_exact, join = join, confirm = confirm,
                       scraped = scraped, find = find, erase = erase, close_due = close_due, identity = identity,
                       details = details}
-local BATCHED = {check_add = check_add, check_add_exact = check_add_exact, join = join}
+local BATCHED = {check_add = check_add, check_add_exact = check_add_exact, join = join, details = details}
 
 -- Arguments: calls of the entry points in BATCHED, each as its name, its argument count, its
 -- arguments. Their replies in order, each call seeing the index as the calls before it left it; a
@@ -718,7 +718,7 @@ ENTRY_POINTS.batch = function(a)
     local out = {}
     while a <= #ARGV do
         FIELDS = {}
-        local ok, reply = pcall(BATCHED[ARGV[a]], a + 2)
+        local ok, reply = pcall(BATCHED[ARGV[a]], a + 2, a + 1 + tonumber(ARGV[a + 1]))
         if not ok then reply = {err = type(reply) == 'table' and reply.err or tostring(reply)} end
         out[#out + 1] = reply
         a = a + 2 + tonumber(ARGV[a + 1])

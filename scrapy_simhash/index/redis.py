@@ -328,8 +328,8 @@ class RedisIndex(Index):
         keys = [c.key for c in candidates]
         if self.cluster:
             return self._details(await self._cluster_details(candidates), keys)
-        both = (key for c in candidates for key in (c.key, c.canonical_key))
-        return self._details(self._unpack_rows(await self._call("details", *both)), keys)
+        both = [key for c in candidates for key in (c.key, c.canonical_key)]
+        return self._details(self._unpack_rows(await self._batched("details", *both)), keys)
 
     def _details(self, rows: list[tuple[bytes, ...] | None], keys: list[bytes]) -> list[Details | None]:
         """The candidates' data from their rows; ``keys``, their write ids, find hashes already held."""

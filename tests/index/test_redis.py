@@ -155,6 +155,25 @@ async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(t
     await index.close()
 
 
+async def test_reads_of_candidates_made_while_a_call_is_out_go_with_the_lookups(throwaway_redis, monkeypatch):
+    monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
+    index = await opened(throwaway_redis.url)
+    bases = [hashes(120 + i) for i in range(4)]
+    for i, values in enumerate(bases):
+        await index.check_and_add(record(f"a{i}", values))
+    found = [(await index.check_and_add(record(f"b{i}", values))).candidates for i, values in enumerate(bases)]
+    admin = throwaway_redis.client()
+    before = function_calls(admin)
+    first = asyncio.ensure_future(index.check_and_add(record("new", hashes(130))))  # goes alone
+    await asyncio.sleep(0)
+    read = await asyncio.gather(*(index.details(candidates) for candidates in found))
+    await first
+    calls = function_calls(admin) - before
+    admin.close()
+    await index.close()
+    assert calls == 2 and [details.id for [details] in read] == ["a0", "a1", "a2", "a3"]
+
+
 class Queue(list):
     """A call queue that says when a call joins it."""
 
