@@ -46,8 +46,6 @@ SCHEMA = 6
 MAX_BANDED_MEMBERS = 32
 #: Candidates a lookup returns per group, those sharing the most sketch bytes: a page joins a group
 #: through any member, so a family of many findable members need not be read whole. Measured:
-#: Verification hashes a crawl keeps by write id (4 bytes each: 16 MB), see :class:`_KeptHashes`.
-KEPT_HASHES = 4_000_000
 #: docs/benchmarks.md "Candidates per group".
 CANDIDATES_PER_GROUP = 4
 #: Records of one group a band key lists: a member goes under those of its keys that fewer of its
@@ -57,6 +55,8 @@ LISTED_PER_KEY = 1
 #: Candidates whose data judging reads first (best first); a backend that can returns their data with
 #: the lookup, saving a duplicate a call. Measured: docs/benchmarks.md "Details with the lookup".
 FIRST_READ = 4
+#: Verification hashes a crawl keeps by write id (4 bytes each: 16 MB), see :class:`_KeptHashes`.
+KEPT_HASHES = 4_000_000
 
 
 def handle(value: str) -> bytes:
