@@ -339,7 +339,7 @@ def main() -> None:
     parser.add_argument("--listed-per-key", type=int,
                         help="patch LISTED_PER_KEY, to measure the default")
     parser.add_argument("--batches-in-flight", type=int,
-                        help="patch BATCHES_IN_FLIGHT (0: every lookup and join a script call of its own)")
+                        help="patch BATCHES_IN_FLIGHT (0: no limit, a call each turn)")
     args = parser.parse_args()
     if args.batches_in_flight is not None:
         scrapy_simhash.index.redis.BATCHES_IN_FLIGHT = args.batches_in_flight or 1_000_000

@@ -154,13 +154,18 @@ class RedisIndex(Index):
         return await self.client.fcall(*call)
 
     async def _batched(self, entry: str, *args: Any) -> Any:
-        """``entry``'s reply, its call sent in a function call of its own or with those made while
-        :data:`BATCHES_IN_FLIGHT` calls are out."""
-        future = asyncio.get_running_loop().create_future()
+        """``entry``'s reply, its call sent with the others made in this turn of the loop, or, while
+        :data:`BATCHES_IN_FLIGHT` function calls are out, with all made until one returns."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._waiting.append((future, [entry, len(args), *args]))
+        if len(self._waiting) == 1 and len(self._batches) < BATCHES_IN_FLIGHT:
+            loop.call_soon(self._send_if_free)  # after the turn: one reply wakes several items, each with a call
+        return await future
+
+    def _send_if_free(self) -> None:
         if len(self._batches) < BATCHES_IN_FLIGHT:
             self._send_waiting()
-        return await future
 
     def _send_waiting(self) -> None:
         batch = [(future, call) for future, call in self._waiting if not future.cancelled()]

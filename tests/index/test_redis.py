@@ -136,10 +136,9 @@ def function_calls(admin) -> int:
     return admin.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)
 
 
-async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(throwaway_redis, monkeypatch):
-    """Sixteen items in flight: the first lookup goes alone, the fifteen made meanwhile in one function
-    call, where each pair's second page finds its first, added by the call just before it."""
-    monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
+async def test_lookups_made_in_one_turn_go_together_and_see_each_other(throwaway_redis):
+    """Sixteen items in flight make their lookups in one turn of the loop: one function call carries
+    them, where each pair's second page finds its first, added by the call just before it."""
     index = await opened(throwaway_redis.url)
     admin = throwaway_redis.client()
     before = function_calls(admin)
@@ -147,7 +146,7 @@ async def test_lookups_made_while_a_call_is_out_go_together_and_see_each_other(t
     records = [record(f"{kind}{i}", values if kind == "a" else near(values, 0.9, seed=i))
                for i, values in enumerate(bases) for kind in ("a", "b")]
     lookups = await asyncio.gather(*(index.check_and_add(r) for r in records))
-    assert function_calls(admin) - before == 2
+    assert function_calls(admin) - before == 1
     for first, second in zip(lookups[::2], lookups[1::2]):
         assert first.added and not first.candidates
         assert not second.added and [c.rid for c in second.candidates] == [first.added]
