@@ -207,14 +207,17 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     """The code points of ``text`` without default-ignorables, NFKC, lower case (:func:`_nfkc_lower`);
     their classes, and the highest class. NFKC and lower() turn default-ignorables into
     default-ignorables only, and nothing else into one, so the normalised text holds one exactly when
-    ``text`` does: only then is ``text`` searched for them."""
+    ``text`` does: only then, or when the growth limit cut it (the cut may have left one out), is
+    ``text`` searched for them."""
     normalised = _nfkc_lower(text)
     points = np.frombuffer(normalised.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     classes = _CLASSES.take(points)
     top = int(classes.max(initial=_NON_WORD))
-    if top == _IGNORED:
+    if top == _IGNORED or len(normalised) == MAX_GROWTH * len(text):
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-        return _normalised(_text(raw[_CLASSES.take(raw) != _IGNORED]))
+        kept = _CLASSES.take(raw) != _IGNORED
+        if not kept.all():
+            return _normalised(_text(raw[kept]))
     return points, classes, top
 
 
