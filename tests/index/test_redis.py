@@ -154,6 +154,20 @@ async def test_lookups_made_in_one_turn_go_together_and_see_each_other(throwaway
     await index.close()
 
 
+class Queue(list):
+    """A call queue that says when ``calls`` calls have joined it."""
+
+    def __init__(self, calls: int = 1) -> None:
+        super().__init__()
+        self.calls = calls
+        self.joined = asyncio.Event()
+
+    def append(self, call) -> None:
+        super().append(call)
+        if len(self) >= self.calls:
+            self.joined.set()
+
+
 async def test_reads_of_candidates_made_while_a_call_is_out_go_with_the_lookups(throwaway_redis, monkeypatch):
     monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
     index = await opened(throwaway_redis.url)
@@ -161,28 +175,32 @@ async def test_reads_of_candidates_made_while_a_call_is_out_go_with_the_lookups(
     for i, values in enumerate(bases):
         await index.check_and_add(record(f"a{i}", values))
     found = [(await index.check_and_add(record(f"b{i}", values))).candidates for i, values in enumerate(bases)]
+    out, release = asyncio.Event(), asyncio.Event()
+    send = index._call
+
+    async def held(*args):  # the first call stays out until the reads have joined the queue
+        if not out.is_set():
+            out.set()
+            await release.wait()
+        return await send(*args)
+
+    monkeypatch.setattr(index, "_call", held)
     admin = throwaway_redis.client()
     before = function_calls(admin)
-    first = asyncio.ensure_future(index.check_and_add(record("new", hashes(130))))  # goes alone
-    await asyncio.sleep(0)
-    read = await asyncio.gather(*(index.details(candidates) for candidates in found))
+    first = asyncio.ensure_future(index.check_and_add(record("new", hashes(130))))
+    await out.wait()
+    index._waiting = queue = Queue(calls=len(found))
+    reads = asyncio.gather(*(index.details(candidates) for candidates in found))
+    queued = asyncio.ensure_future(queue.joined.wait())
+    await asyncio.wait([queued, reads], return_when=asyncio.FIRST_COMPLETED)  # reads sent apart finish first
+    queued.cancel()
+    release.set()
     await first
+    read = await reads
     calls = function_calls(admin) - before
     admin.close()
     await index.close()
     assert calls == 2 and [details.id for [details] in read] == ["a0", "a1", "a2", "a3"]
-
-
-class Queue(list):
-    """A call queue that says when a call joins it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.joined = asyncio.Event()
-
-    def append(self, call) -> None:
-        super().append(call)
-        self.joined.set()
 
 
 async def test_a_lookup_cancelled_before_its_call_went_writes_nothing(throwaway_redis, monkeypatch):
