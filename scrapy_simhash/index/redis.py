@@ -401,7 +401,7 @@ class RedisIndex(Index):
         rid, group, canonical, size, findable = map(int, _JOINED.unpack(reply))
         if rid == 0:
             raise GroupGone(f"record {matched.rid} is gone")
-        if banded and findable:
+        if findable:
             self._stored(record)
         if self.cluster and not findable:  # kept without its hashes, which its lookup may have written
             await self.client.hdel(self._data_key(record.write_id), "s")
