@@ -181,18 +181,22 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
 
 
 async def run_pipeline(
-    redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int, merge_log: str = "file"
-) -> tuple[int, float, float, dict, str, list[float]]:
-    """(items, items/s, this process's CPU seconds, simhash/* stats, the rule, items/s of each chunk
-    of 1,000), ``concurrency`` items in flight as in a crawl.
+    redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int, merge_log: str = "file",
+    admin: redis.Redis | None = None,
+) -> tuple[int, float, float, dict, str, list[tuple[float, float, float]]]:
+    """(items, items/s, this process's CPU seconds, simhash/* stats, the rule, and for each chunk of
+    1,000: items/s, this process's and redis-server's CPU seconds an item), ``concurrency`` items in
+    flight as in a crawl.
 
-    Items are built a chunk at a time outside the timed part (wall and CPU time).
+    Items are built a chunk at a time outside the timed part (wall and CPU time); redis-server's CPU
+    is read from ``admin`` between chunks.
     """
     pipeline = await open_pipeline(redis_url, log_dir, merge_log)
     count, curve = 0, []
     elapsed = cpu = 0.0
     items = iter(items)
     while chunk := list(islice(items, 1000)):
+        server_start = server_cpu(admin) if admin else 0.0
         start, cpu_start = time.perf_counter(), time.process_time()
         pending: set[asyncio.Future] = set()
         for item in chunk:
@@ -200,9 +204,11 @@ async def run_pipeline(
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             pending.add(asyncio.ensure_future(process(pipeline, item)))
         await asyncio.gather(*pending)
-        curve.append(len(chunk) / (time.perf_counter() - start))
-        elapsed += time.perf_counter() - start
-        cpu += time.process_time() - cpu_start
+        seconds, used = time.perf_counter() - start, time.process_time() - cpu_start
+        server_used = server_cpu(admin) - server_start if admin else 0.0
+        curve.append((len(chunk) / seconds, used / len(chunk), server_used / len(chunk)))
+        elapsed += seconds
+        cpu += used
         count += len(chunk)
     await pipeline.close_spider()
     stats = pipeline.crawler.stats.get_stats()
@@ -368,7 +374,7 @@ def main() -> None:
         empty = reset(admin)
         server_start = server_cpu(admin)
         count, rate, client_cpu, stats, rule, curve = asyncio.run(
-            run_pipeline(url, stream(args.items), Path(log_dir), args.concurrency, args.merge_log)
+            run_pipeline(url, stream(args.items), Path(log_dir), args.concurrency, args.merge_log, admin)
         )
         server_used = server_cpu(admin) - server_start
         commands = command_counts(admin)
@@ -412,9 +418,12 @@ def main() -> None:
         print(f"  merge stream: {stream_entries} entries, {stream_bytes / 2**20:.1f} MB "
               f"({stream_bytes / count:.0f} B per item)")
     tenth = max(1, len(curve) // 10)
-    print("  items/s by tenth of the run: " + " ".join(
-        f"{len(part) / sum(1 / r for r in part):.0f}"
-        for part in (curve[i:i + tenth] for i in range(0, len(curve), tenth))))
+    tenths = [curve[i:i + tenth] for i in range(0, len(curve), tenth)]
+    rates = (len(part) / sum(1 / rate for rate, _, _ in part) for part in tenths)
+    print("  by tenth of the run, items/s: " + " ".join(f"{rate:.0f}" for rate in rates))
+    for column, side in ((1, "this process"), (2, "redis-server")):
+        means = (1e6 * sum(chunk[column] for chunk in part) / len(part) for part in tenths)
+        print(f"    CPU/item in {side}, us: " + " ".join(f"{mean:.0f}" for mean in means))
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
     print(f"\nthroughput ratio: {rate / base_mean:.1f}x the baseline's items/s (target >= 20x)")
     if stats.get("simhash/unchecked"):
