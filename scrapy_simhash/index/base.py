@@ -84,6 +84,10 @@ class _KeptHashes:
             self._held.move_to_end(key)
         return hashes
 
+    def held(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The hashes held of ``keys``, by key (those not held are absent)."""
+        return {key: hashes for key in keys if (hashes := self.get(key)) is not None}
+
     def put(self, key: bytes, hashes: np.ndarray) -> None:
         if key in self._held or len(hashes) > self.budget:
             return

@@ -363,16 +363,19 @@ end
 
 -- A candidate's page data for verification, one string so that many parse in few steps: six
 -- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
-local function detail_row(wid, head_wid)
-    local f = redis.call('HMGET', DATA .. wid, 's', 'i', 'u', 'h')
-    if not f[2] then return '' end
-    local blob, head_id, head_url = f[1] or '', f[2], f[3]
+-- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED.
+local OMITTED = 4294967295
+local function detail_row(wid, head_wid, with_blob)
+    local key = DATA .. wid
+    local f = with_blob and redis.call('HMGET', key, 'i', 'u', 'h', 's') or redis.call('HMGET', key, 'i', 'u', 'h')
+    if not f[1] then return '' end
+    local blob, head_id, head_url = with_blob and f[4] or '', f[1], f[2]
     if head_wid ~= wid then
         local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, 'i', 'u') or {}
         head_id, head_url = head[1] or '', head[2] or ''
     end
-    return pack('>I4I4I4I4I4I4', #blob, #f[2], #f[3], #f[4], #head_id, #head_url)
-        .. blob .. f[2] .. f[3] .. f[4] .. head_id .. head_url
+    return pack('>I4I4I4I4I4I4', with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url)
+        .. blob .. f[1] .. f[2] .. f[3] .. head_id .. head_url
 end
 
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
@@ -547,7 +550,9 @@ local function check_add(a)
     local candidates, read = {}, {}
     for i, c in ipairs(found) do
         candidates[i] = candidate_reply(c.r, c.g, c.same, c.head)
-        if WRITE_DATA and i <= FIRST_READ then read[i] = detail_row(c.r.wid, c.head and c.head.wid or '') end
+        if WRITE_DATA and i <= FIRST_READ then
+            read[i] = detail_row(c.r.wid, c.head and c.head.wid or '', c.r.session ~= session)  -- its own: held
+        end
     end
     return lookup_reply(seq, 0, 0, 0, {}, candidates, read)
 end
@@ -698,11 +703,12 @@ local function identity(a)
     return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
 end
 
--- Arguments: pairs of (write id, its group's canonical's write id) up to ARGV[last] (default: all);
--- one server only (the page data is in the function's reach). Rows as detail_row.
+-- Arguments: triples of (write id, its group's canonical's write id, '1' if the blob is wanted) up
+-- to ARGV[last] (default: all); one server only (the page data is in the function's reach). Rows as
+-- detail_row.
 local function details(a, last)
     local out = {}
-    for i = a, last or #ARGV, 2 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1]) end
+    for i = a, last or #ARGV, 3 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1') end
     return out
 end
 

@@ -52,6 +52,7 @@ _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _NEEDS_DATA = -2  # NEEDS_DATA in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
+_OMITTED = 0xFFFFFFFF  # OMITTED in redis.lua: a row's blob left out, its hashes held
 _LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and candidate counts (``lookup_reply``)
 _JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
 _WRITE_ID = 8
@@ -324,71 +325,79 @@ class RedisIndex(Index):
         if added:
             self._stored(record)
         keys = [c.key for c in candidates[: len(rows)]]  # the best ones' data came along (none on a cluster)
-        read = dict(zip(keys, self._details(self._unpack_rows(rows), keys)))
+        read = self._details(self._unpack_rows(rows), keys, self._kept.held(keys))
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
+        """Candidates' data; the blobs of those whose hashes this crawl holds are not read."""
         if not candidates:
             return []
         keys = [c.key for c in candidates]
+        held = self._kept.held(keys)  # now: what a reply to come finds held may have been let go by then
         if self.cluster:
-            return self._details(await self._cluster_details(candidates), keys)
-        both = [key for c in candidates for key in (c.key, c.canonical_key)]
-        return self._details(self._unpack_rows(await self._batched("details", *both)), keys)
+            rows = await self._cluster_details(candidates, held)
+        else:
+            asked = [arg for c in candidates for arg in (c.key, c.canonical_key, int(c.key not in held))]
+            rows = self._unpack_rows(await self._batched("details", *asked))
+        found = self._details(rows, keys, held)
+        return [found[key] for key in keys]
 
-    def _details(self, rows: list[tuple[bytes, ...] | None], keys: list[bytes]) -> list[Details | None]:
-        """The candidates' data from their rows; ``keys``, their write ids, find hashes already held."""
-        out: list[Details | None] = []
+    def _details(
+        self, rows: list[tuple[bytes | None, ...] | None], keys: list[bytes], held: dict[bytes, np.ndarray]
+    ) -> dict[bytes, Details | None]:
+        """The candidates' data from their rows, by ``keys``, their write ids, which find the hashes
+        ``held`` (for a blob left out) or decoded before. A row whose blob was left out for hashes
+        let go since the server saw them held is left out: to be read again."""
+        out: dict[bytes, Details | None] = {}
         for row, key in zip(rows, keys, strict=True):
             if row is None:
-                out.append(None)
+                out[key] = None
                 continue
             blob, id_, url, host, head_id, head_url = row
-            out.append(
-                Details(
-                    id_.decode(),
-                    url.decode(),
-                    host.decode(),
-                    self._hashes(blob, key),
-                    head_id.decode(),
-                    head_url.decode(),
-                )
-            )
+            hashes = held.get(key) if blob is None else self._hashes(blob, key)
+            if hashes is None and blob is None:
+                continue
+            out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode())
         return out
 
     @staticmethod
-    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes, ...] | None]:
-        """Page data rows as ``detail_row`` in redis.lua packs them."""
-        rows: list[tuple[bytes, ...] | None] = []
+    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | None]:
+        """Page data rows as ``detail_row`` in redis.lua packs them; a blob left out is None."""
+        rows: list[tuple[bytes | None, ...] | None] = []
         for row in packed:
             if not row:
                 rows.append(None)
                 continue
             at, fields = _DETAILS_HEAD.size, []
             for length in _DETAILS_HEAD.unpack_from(row):
+                if length == _OMITTED:
+                    fields.append(None)
+                    continue
                 fields.append(row[at : at + length])
                 at += length
             rows.append(tuple(fields))
         return rows
 
-    async def _cluster_details(self, candidates: list[Candidate]) -> list[tuple[bytes, ...] | None]:
+    async def _cluster_details(
+        self, candidates: list[Candidate], held: dict[bytes, np.ndarray]
+    ) -> list[tuple[bytes | None, ...] | None]:
         """Page data of candidates and their canonicals, read where a cluster keeps it: spread over
-        the nodes, out of the function's reach."""
+        the nodes, out of the function's reach; the blobs of hashes ``held`` are not read."""
         heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
         async with self.client.pipeline(transaction=False) as pipe:
             for c in candidates:
-                pipe.hmget(self._data_key(c.key), "s", "i", "u", "h")
+                pipe.hmget(self._data_key(c.key), "i", "u", "h", *(() if c.key in held else ("s",)))
             for key in heads:
                 pipe.hmget(self._data_key(key), "i", "u")
             replies = await pipe.execute()
         head_of = dict(zip(heads, replies[len(candidates) :]))
-        rows: list[tuple[bytes, ...] | None] = []
-        for c, (blob, id_, url, host) in zip(candidates, replies):
+        rows: list[tuple[bytes | None, ...] | None] = []
+        for c, (id_, url, host, *blob) in zip(candidates, replies):
             if id_ is None:
                 rows.append(None)
                 continue
             head = (id_, url) if c.canonical_key == c.key else head_of.get(c.canonical_key, (None, None))
-            rows.append((blob or b"", id_, url, host, head[0] or b"", head[1] or b""))
+            rows.append(((blob[0] or b"") if blob else None, id_, url, host, head[0] or b"", head[1] or b""))
         return rows
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:

@@ -13,6 +13,7 @@ from samples import LAYOUT, hashes, near, record, with_sketch
 from texts import article
 
 from scrapy_simhash.index import IndexOpenError, open_index
+from scrapy_simhash.index.base import KEPT_HASHES, _KeptHashes
 import scrapy_simhash.index.redis
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.judge import place
@@ -89,6 +90,45 @@ async def test_a_lookup_that_expects_a_copy_sends_no_verification_data(throwaway
     admin.close()
     await index.close()
     assert lookup.candidates and received < len(copy.blob()) / 4
+
+
+def sent_bytes(servers) -> int:
+    total = 0
+    for server in servers:
+        with server.client() as admin:
+            total += admin.info("stats")["total_net_output_bytes"]
+    return total
+
+
+async def judged_bytes(index, servers, page) -> int:
+    """Bytes the servers sent while ``index`` looked up ``page`` and read its candidates' data."""
+    sent = sent_bytes(servers)
+    lookup = await index.check_and_add(page)
+    assert lookup.candidates
+    await index.details(lookup.candidates)
+    return sent_bytes(servers) - sent
+
+
+async def test_a_crawl_is_not_sent_verification_data_it_holds(throwaway_redis):
+    """The blobs of a crawl's own records stay on the server; another crawl is sent them."""
+    own, other = await opened(throwaway_redis.url), await opened(throwaway_redis.url)
+    base = hashes(67, count=3000)
+    await own.check_and_add(record("base", base))
+    own_bytes = await judged_bytes(own, [throwaway_redis], record("copy", base))
+    other_bytes = await judged_bytes(other, [throwaway_redis], record("copy", base))
+    await own.close()
+    await other.close()
+    assert own_bytes + len(record("base", base).blob()) < other_bytes
+
+
+async def test_a_candidate_whose_hashes_the_crawl_let_go_is_read_with_them(throwaway_redis):
+    index = await opened(throwaway_redis.url)
+    base = hashes(68)
+    await index.check_and_add(record("base", base))
+    index._kept = _KeptHashes(KEPT_HASHES)  # as when more were held since than the budget allows
+    placement = await place(index, record("copy", base), threshold=0.82)
+    await index.close()
+    assert placement.match.details.id == "base" and np.array_equal(placement.match.details.hashes, base)
 
 
 async def test_a_flushed_function_library_is_loaded_again(throwaway_redis):
@@ -346,6 +386,18 @@ async def test_a_lookup_that_expects_a_copy_writes_no_page_data_on_a_cluster(clu
     written = client.exists(b"simhash:copies:d:" + copies[-1].write_id)
     client.close()
     assert not written
+
+
+async def test_a_crawl_is_not_sent_verification_data_it_holds_on_a_cluster(cluster):
+    url = cluster_url(cluster)
+    own, other = await opened(url, "simhash:{held}"), await opened(url, "simhash:{held}")
+    base = hashes(69, count=3000)
+    await own.check_and_add(record("base", base))
+    own_bytes = await judged_bytes(own, cluster.primaries(), record("copy", base))
+    other_bytes = await judged_bytes(other, cluster.primaries(), record("copy", base))
+    await own.close()
+    await other.close()
+    assert own_bytes + len(record("base", base).blob()) < other_bytes
 
 
 @pytest.mark.slow
