@@ -112,13 +112,13 @@ async def judged_bytes(index, servers, page) -> int:
 async def test_a_crawl_is_not_sent_verification_data_it_holds(throwaway_redis):
     """The blobs of a crawl's own records stay on the server; another crawl is sent them."""
     own, other = await opened(throwaway_redis.url), await opened(throwaway_redis.url)
-    base = hashes(67, count=3000)
+    base = hashes(67, count=30_000)  # a blob far larger than the replies around it
     await own.check_and_add(record("base", base))
     own_bytes = await judged_bytes(own, [throwaway_redis], record("copy", base))
     other_bytes = await judged_bytes(other, [throwaway_redis], record("copy", base))
     await own.close()
     await other.close()
-    assert own_bytes + len(record("base", base).blob()) < other_bytes
+    assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
 
 
 async def test_a_candidate_whose_hashes_the_crawl_let_go_is_read_with_them(throwaway_redis):
@@ -391,13 +391,13 @@ async def test_a_lookup_that_expects_a_copy_writes_no_page_data_on_a_cluster(clu
 async def test_a_crawl_is_not_sent_verification_data_it_holds_on_a_cluster(cluster):
     url = cluster_url(cluster)
     own, other = await opened(url, "simhash:{held}"), await opened(url, "simhash:{held}")
-    base = hashes(69, count=3000)
+    base = hashes(69, count=30_000)  # a blob far larger than the replies around it
     await own.check_and_add(record("base", base))
     own_bytes = await judged_bytes(own, cluster.primaries(), record("copy", base))
     other_bytes = await judged_bytes(other, cluster.primaries(), record("copy", base))
     await own.close()
     await other.close()
-    assert own_bytes + len(record("base", base).blob()) < other_bytes
+    assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
 
 
 @pytest.mark.slow
