@@ -378,6 +378,7 @@ def main() -> None:
         )
         server_used = server_cpu(admin) - server_start
         commands = command_counts(admin)
+        network = admin.info("stats")
         stream_entries = admin.xlen(STREAM) if args.merge_log == "stream" else 0
         stream_bytes = (admin.memory_usage(STREAM, samples=0) or 0) if stream_entries else 0
         memory = admin.info("memory")["used_memory"] - empty - stream_bytes
@@ -409,6 +410,8 @@ def main() -> None:
     calls = commands["fcall"] + commands["evalsha"]  # the index's calls: a function, or an older version's script
     print(f"  FCALL/item: {calls / count:.2f}; server-side commands/item, scripts' included: "
           f"{format_counts(commands, count)}")
+    print(f"  network: {network['total_net_input_bytes'] / count:.0f} B an item to redis-server, "
+          f"{network['total_net_output_bytes'] / count:.0f} B from it")
     for outcome, (seen, counts) in sorted(by_outcome.items()):
         print(f"  index calls/{outcome} item (MONITOR, one at a time, {seen} of the first {args.sample} items): "
               f"{sum(counts.values()) / seen:.2f} = {format_counts(counts, seen)}")
