@@ -50,6 +50,7 @@ from scrapy.utils.test import get_crawler
 from fingerprint import naive_simhash  # benchmarks/fingerprint.py: the per-bit Python loop SimHash
 import scrapy_simhash.index.base
 import scrapy_simhash.index.redis
+import scrapy_simhash.signer
 from scrapy_simhash.pipelines import SimhashPipeline
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
@@ -346,7 +347,11 @@ def main() -> None:
                         help="patch LISTED_PER_KEY, to measure the default")
     parser.add_argument("--batches-in-flight", type=int,
                         help="patch BATCHES_IN_FLIGHT (0: no limit, a call each turn)")
+    parser.add_argument("--batch-characters", type=int,
+                        help="patch BATCH_CHARACTERS (texts signed together), to measure the default")
     args = parser.parse_args()
+    if args.batch_characters is not None:
+        scrapy_simhash.signer.BATCH_CHARACTERS = args.batch_characters
     if args.batches_in_flight is not None:
         scrapy_simhash.index.redis.BATCHES_IN_FLIGHT = args.batches_in_flight or 1_000_000
     if args.candidates_per_group is not None:
