@@ -184,10 +184,10 @@ async def process(pipeline: SimhashPipeline, item: dict) -> str:
 async def run_pipeline(
     redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int, merge_log: str = "file",
     admin: redis.Redis | None = None,
-) -> tuple[int, float, float, dict, str, list[tuple[float, float, float]]]:
+) -> tuple[int, float, float, dict, str, list[tuple[float, float, float, float]]]:
     """(items, items/s, this process's CPU seconds, simhash/* stats, the rule, and for each chunk of
-    1,000: items/s, this process's and redis-server's CPU seconds an item), ``concurrency`` items in
-    flight as in a crawl.
+    1,000: items/s, this process's and redis-server's CPU seconds an item, candidates verified an
+    item), ``concurrency`` items in flight as in a crawl.
 
     Items are built a chunk at a time outside the timed part (wall and CPU time); redis-server's CPU
     is read from ``admin`` between chunks.
@@ -198,6 +198,7 @@ async def run_pipeline(
     items = iter(items)
     while chunk := list(islice(items, 1000)):
         server_start = server_cpu(admin) if admin else 0.0
+        checked = pipeline.crawler.stats.get_value("simhash/candidates_checked", 0)
         start, cpu_start = time.perf_counter(), time.process_time()
         pending: set[asyncio.Future] = set()
         for item in chunk:
@@ -207,7 +208,8 @@ async def run_pipeline(
         await asyncio.gather(*pending)
         seconds, used = time.perf_counter() - start, time.process_time() - cpu_start
         server_used = server_cpu(admin) - server_start if admin else 0.0
-        curve.append((len(chunk) / seconds, used / len(chunk), server_used / len(chunk)))
+        checked = pipeline.crawler.stats.get_value("simhash/candidates_checked", 0) - checked
+        curve.append((len(chunk) / seconds, used / len(chunk), server_used / len(chunk), checked / len(chunk)))
         elapsed += seconds
         cpu += used
         count += len(chunk)
@@ -427,11 +429,12 @@ def main() -> None:
               f"({stream_bytes / count:.0f} B per item)")
     tenth = max(1, len(curve) // 10)
     tenths = [curve[i:i + tenth] for i in range(0, len(curve), tenth)]
-    rates = (len(part) / sum(1 / rate for rate, _, _ in part) for part in tenths)
+    rates = (len(part) / sum(1 / chunk[0] for chunk in part) for part in tenths)
     print("  by tenth of the run, items/s: " + " ".join(f"{rate:.0f}" for rate in rates))
-    for column, side in ((1, "this process"), (2, "redis-server")):
-        means = (1e6 * sum(chunk[column] for chunk in part) / len(part) for part in tenths)
-        print(f"    CPU/item in {side}, us: " + " ".join(f"{mean:.0f}" for mean in means))
+    for column, what, scale in ((1, "CPU/item in this process, us", 1e6), (2, "CPU/item in redis-server, us", 1e6),
+                                (3, "candidates verified an item", 1)):
+        means = (scale * sum(chunk[column] for chunk in part) / len(part) for part in tenths)
+        print(f"    {what}: " + " ".join(f"{mean:.{0 if scale > 1 else 2}f}" for mean in means))
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
     print(f"\nthroughput ratio: {rate / base_mean:.1f}x the baseline's items/s (target >= 20x)")
     if stats.get("simhash/unchecked"):

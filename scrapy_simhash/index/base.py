@@ -65,7 +65,8 @@ def handle(value: str) -> bytes:
 
 
 class _KeptHashes:
-    """Verification hashes by write id, the most recently used within a budget of hashes.
+    """Verification hashes by write id, the most recently used within a budget of hashes; with them,
+    the id, URL and host of the records this crawl stored.
 
     The data under a write id is written once, so hashes this crawl computed for a record it stored,
     or decoded from one it read, stand for the blob whenever that record is a candidate again: most
@@ -75,26 +76,35 @@ class _KeptHashes:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._held: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._held: OrderedDict[bytes, tuple[np.ndarray, tuple[str, str, str] | None]] = OrderedDict()
         self._size = 0
 
     def get(self, key: bytes) -> np.ndarray | None:
-        hashes = self._held.get(key)
-        if hashes is not None:
-            self._held.move_to_end(key)
-        return hashes
+        held = self._held.get(key)
+        if held is None:
+            return None
+        self._held.move_to_end(key)
+        return held[0]
+
+    def page(self, key: bytes) -> tuple[np.ndarray, str, str, str] | None:
+        """The hashes, id, URL and host of a record this crawl stored, if held."""
+        held = self._held.get(key)
+        if held is None or held[1] is None:
+            return None
+        self._held.move_to_end(key)
+        return (held[0], *held[1])
 
     def held(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The hashes held of ``keys``, by key (those not held are absent)."""
         return {key: hashes for key in keys if (hashes := self.get(key)) is not None}
 
-    def put(self, key: bytes, hashes: np.ndarray) -> None:
+    def put(self, key: bytes, hashes: np.ndarray, page: tuple[str, str, str] | None = None) -> None:
         if key in self._held or len(hashes) > self.budget:
             return
-        self._held[key] = hashes
+        self._held[key] = (hashes, page)
         self._size += len(hashes)
         while self._size > self.budget:
-            self._size -= len(self._held.popitem(last=False)[1])
+            self._size -= len(self._held.popitem(last=False)[1][0])
 
 
 def _new_write_id() -> bytes:
@@ -298,9 +308,10 @@ class Index(ABC):
 
     def _stored(self, record: Record) -> None:
         """Note that ``record`` is stored with its verification data: its hashes stand for its blob
-        (within the bound a blob is read with, so a record reads the same whoever stored it)."""
+        (within the bound a blob is read with, so a record reads the same whoever stored it), its id,
+        URL and host for the rest of its page data."""
         if len(record.hashes) <= self.max_hashes:
-            self._kept.put(record.write_id, record.hashes)
+            self._kept.put(record.write_id, record.hashes, (record.id, record.url, record.host))
 
     def _check_identity(self, stored: dict[str, str], where: str) -> None:
         """Refuse an index of another schema, layout or fingerprint version: read with this one's

@@ -363,8 +363,10 @@ end
 
 -- A candidate's page data for verification, one string so that many parse in few steps: six
 -- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
--- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED.
-local OMITTED = 4294967295
+-- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED. HELD
+-- in place of a row: the caller holds all of it (its own record, and its group's canonical).
+local OMITTED, HELD = 4294967295, '-'
+
 local function detail_row(wid, head_wid, with_blob)
     local key = DATA .. wid
     local f = with_blob and redis.call('HMGET', key, 'i', 'u', 'h', 's') or redis.call('HMGET', key, 'i', 'u', 'h')
@@ -551,7 +553,12 @@ local function check_add(a)
     for i, c in ipairs(found) do
         candidates[i] = candidate_reply(c.r, c.g, c.same, c.head)
         if WRITE_DATA and i <= FIRST_READ then
-            read[i] = detail_row(c.r.wid, c.head and c.head.wid or '', c.r.session ~= session)  -- its own: held
+            local own = c.r.session == session  -- the caller holds what it wrote (redis.py ``_held_details``)
+            if own and (not c.head or c.head.session == session) then
+                read[i] = HELD
+            else
+                read[i] = detail_row(c.r.wid, c.head and c.head.wid or '', not own)
+            end
         end
     end
     return lookup_reply(seq, 0, 0, 0, {}, candidates, read)

@@ -53,6 +53,8 @@ _BUSY = -1  # BUSY in redis.lua
 _NEEDS_DATA = -2  # NEEDS_DATA in redis.lua
 _DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
 _OMITTED = 0xFFFFFFFF  # OMITTED in redis.lua: a row's blob left out, its hashes held
+_HELD_ROW = b"-"  # HELD in redis.lua: in place of a row, the caller holds all of its data
+_HELD = object()  # such a row, unpacked
 _LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and candidate counts (``lookup_reply``)
 _JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
 _WRITE_ID = 8
@@ -324,8 +326,8 @@ class RedisIndex(Index):
         await self._forget(stale)
         if added:
             self._stored(record)
-        keys = [c.key for c in candidates[: len(rows)]]  # the best ones' data came along (none on a cluster)
-        read = self._details(self._unpack_rows(rows), keys, self._kept.held(keys))
+        best = candidates[: len(rows)]  # their data came along (none on a cluster)
+        read = self._details(self._unpack_rows(rows), best, self._kept.held([c.key for c in best]))
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
@@ -339,19 +341,28 @@ class RedisIndex(Index):
         else:
             asked = [arg for c in candidates for arg in (c.key, c.canonical_key, int(c.key not in held))]
             rows = self._unpack_rows(await self._batched("details", *asked))
-        found = self._details(rows, keys, held)
+        found = self._details(rows, candidates, held)
         return [found[key] for key in keys]
 
     def _details(
-        self, rows: list[tuple[bytes | None, ...] | None], keys: list[bytes], held: dict[bytes, np.ndarray]
+        self,
+        rows: list[tuple[bytes | None, ...] | object | None],
+        candidates: list[Candidate],
+        held: dict[bytes, np.ndarray],
     ) -> dict[bytes, Details | None]:
-        """The candidates' data from their rows, by ``keys``, their write ids, which find the hashes
-        ``held`` (for a blob left out) or decoded before. A row whose blob was left out for hashes
-        let go since the server saw them held is left out: to be read again."""
+        """The candidates' data from their rows, by write id, with the hashes ``held`` (for a blob
+        left out) or decoded before; for a row :data:`_HELD`, all of it from what this crawl holds.
+        A row that counted on data let go since the server saw it is left out: to be read again."""
         out: dict[bytes, Details | None] = {}
-        for row, key in zip(rows, keys, strict=True):
+        for row, candidate in zip(rows, candidates, strict=True):
+            key = candidate.key
             if row is None:
                 out[key] = None
+                continue
+            if row is _HELD:
+                details = self._held_details(candidate)
+                if details is not None:
+                    out[key] = details
                 continue
             blob, id_, url, host, head_id, head_url = row
             hashes = held.get(key) if blob is None else self._hashes(blob, key)
@@ -360,13 +371,33 @@ class RedisIndex(Index):
             out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode())
         return out
 
+    def _held_details(self, candidate: Candidate) -> Details | None:
+        """A candidate's data from what this crawl holds of it and of its group's canonical, as
+        ``detail_row`` would read it; None where some was let go."""
+        page = self._kept.page(candidate.key)
+        if page is None:
+            return None
+        hashes, id_, url, host = page
+        head = (id_, url)  # the candidate is its group's canonical
+        if not candidate.canonical_key:
+            head = ("", "")  # the group has no canonical record
+        elif candidate.canonical_key != candidate.key:
+            canonical = self._kept.page(candidate.canonical_key)
+            if canonical is None:
+                return None
+            head = (canonical[1], canonical[2])
+        return Details(id_, url, host, hashes, *head)
+
     @staticmethod
-    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | None]:
+    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | object | None]:
         """Page data rows as ``detail_row`` in redis.lua packs them; a blob left out is None."""
-        rows: list[tuple[bytes | None, ...] | None] = []
+        rows: list[tuple[bytes | None, ...] | object | None] = []
         for row in packed:
             if not row:
                 rows.append(None)
+                continue
+            if row == _HELD_ROW:
+                rows.append(_HELD)
                 continue
             at, fields = _DETAILS_HEAD.size, []
             for length in _DETAILS_HEAD.unpack_from(row):

@@ -121,6 +121,31 @@ async def test_a_crawl_is_not_sent_verification_data_it_holds(throwaway_redis):
     assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
 
 
+def hmget_calls(server) -> int:
+    with server.client() as admin:
+        return admin.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+
+
+async def test_a_crawl_reads_no_page_data_of_its_own_candidates(throwaway_redis):
+    """Its own records' id, URL, host and hashes are the crawl's: the lookup reads none of them on
+    the server, and the candidate's data is what another crawl reads there."""
+    own, other = await opened(throwaway_redis.url), await opened(throwaway_redis.url)
+    base = hashes(70)
+    await own.check_and_add(record("base", base))
+    await own.join(record("member", base), (await own.check_and_add(record("member", base))).candidates[0], True)
+    reads = hmget_calls(throwaway_redis)
+    mine = await own.check_and_add(record("copy", base))
+    reads = hmget_calls(throwaway_redis) - reads
+    theirs = await other.check_and_add(record("copy", base))
+    await own.close()
+    await other.close()
+    assert reads == 0
+    assert len(mine.read) == len(theirs.read) == 2
+    for key, details in mine.read.items():
+        assert details._replace(hashes=None) == theirs.read[key]._replace(hashes=None)
+        assert np.array_equal(details.hashes, theirs.read[key].hashes)
+
+
 async def test_a_candidate_whose_hashes_the_crawl_let_go_is_read_with_them(throwaway_redis):
     index = await opened(throwaway_redis.url)
     base = hashes(68)
