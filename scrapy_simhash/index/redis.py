@@ -331,18 +331,22 @@ class RedisIndex(Index):
         return Lookup(added or None, candidates, seq, (this, earlier), read=read)
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
-        """Candidates' data; the blobs of those whose hashes this crawl holds are not read."""
-        if not candidates:
-            return []
-        keys = [c.key for c in candidates]
-        held = self._kept.held(keys)  # now: what a reply to come finds held may have been let go by then
-        if self.cluster:
-            rows = await self._cluster_details(candidates, held)
-        else:
-            asked = [arg for c in candidates for arg in (c.key, c.canonical_key, int(c.key not in held))]
-            rows = self._unpack_rows(await self._batched("details", *asked))
-        found = self._details(rows, candidates, held)
-        return [found[key] for key in keys]
+        """Candidates' data; what this crawl holds of them is not read again: all of it for its own
+        records (:meth:`_held_details`), the blob of those whose hashes it holds."""
+        found: dict[bytes, Details | None] = {}
+        for candidate in candidates:
+            if (details := self._held_details(candidate)) is not None:
+                found[candidate.key] = details
+        unheld = [c for c in candidates if c.key not in found]
+        if unheld:
+            held = self._kept.held([c.key for c in unheld])  # now: a reply to come may find them let go
+            if self.cluster:
+                rows = await self._cluster_details(unheld, held)
+            else:
+                asked = [arg for c in unheld for arg in (c.key, c.canonical_key, int(c.key not in held))]
+                rows = self._unpack_rows(await self._batched("details", *asked))
+            found.update(self._details(rows, unheld, held))
+        return [found[c.key] for c in candidates]
 
     def _details(
         self,

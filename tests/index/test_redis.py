@@ -121,29 +121,43 @@ async def test_a_crawl_is_not_sent_verification_data_it_holds(throwaway_redis):
     assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
 
 
-def hmget_calls(server) -> int:
-    with server.client() as admin:
-        return admin.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+def hmget_calls(servers) -> int:
+    calls = 0
+    for server in servers:
+        with server.client() as admin:
+            calls += admin.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+    return calls
 
 
-async def test_a_crawl_reads_no_page_data_of_its_own_candidates(throwaway_redis):
-    """Its own records' id, URL, host and hashes are the crawl's: the lookup reads none of them on
-    the server, and the candidate's data is what another crawl reads there."""
-    own, other = await opened(throwaway_redis.url), await opened(throwaway_redis.url)
+async def own_and_other_details(url: str, servers) -> tuple[int, list, list]:
+    """Page-data reads on ``servers`` while a crawl judges a copy of its own two records (a canonical
+    and a findable member), and the candidates' data that crawl and another one get."""
+    own, other = await opened(url, "simhash:{own}"), await opened(url, "simhash:{own}")
     base = hashes(70)
     await own.check_and_add(record("base", base))
     await own.join(record("member", base), (await own.check_and_add(record("member", base))).candidates[0], True)
-    reads = hmget_calls(throwaway_redis)
+    reads = hmget_calls(servers)
     mine = await own.check_and_add(record("copy", base))
-    reads = hmget_calls(throwaway_redis) - reads
+    seen_by_own = [mine.read.get(c.key) for c in mine.candidates] + await own.details(mine.candidates)
+    reads = hmget_calls(servers) - reads
     theirs = await other.check_and_add(record("copy", base))
+    seen_by_other = [theirs.read.get(c.key) for c in theirs.candidates] + await other.details(theirs.candidates)
     await own.close()
     await other.close()
+    return reads, seen_by_own, seen_by_other
+
+
+def same_details(a, b) -> bool:
+    return a._replace(hashes=None) == b._replace(hashes=None) and np.array_equal(a.hashes, b.hashes)
+
+
+async def test_a_crawl_reads_no_page_data_of_its_own_candidates(throwaway_redis):
+    """Its own records' id, URL, host and hashes are the crawl's: neither the lookup nor a later read
+    reads them on the server, and they are what another crawl reads there."""
+    reads, seen_by_own, seen_by_other = await own_and_other_details(throwaway_redis.url, [throwaway_redis])
     assert reads == 0
-    assert len(mine.read) == len(theirs.read) == 2
-    for key, details in mine.read.items():
-        assert details._replace(hashes=None) == theirs.read[key]._replace(hashes=None)
-        assert np.array_equal(details.hashes, theirs.read[key].hashes)
+    assert len(seen_by_other) == 4 and all(seen_by_other)  # two candidates, with the lookup and read again
+    assert all(same_details(a, b) for a, b in zip(seen_by_own, seen_by_other, strict=True))
 
 
 async def test_a_candidate_whose_hashes_the_crawl_let_go_is_read_with_them(throwaway_redis):
@@ -235,10 +249,10 @@ class Queue(list):
 
 async def test_reads_of_candidates_made_while_a_call_is_out_go_with_the_lookups(throwaway_redis, monkeypatch):
     monkeypatch.setattr(scrapy_simhash.index.redis, "BATCHES_IN_FLIGHT", 1)
-    index = await opened(throwaway_redis.url)
+    index, writer = await opened(throwaway_redis.url), await opened(throwaway_redis.url)
     bases = [hashes(120 + i) for i in range(4)]
     for i, values in enumerate(bases):
-        await index.check_and_add(record(f"a{i}", values))
+        await writer.check_and_add(record(f"a{i}", values))  # another live crawl's: read from the server
     found = [(await index.check_and_add(record(f"b{i}", values))).candidates for i, values in enumerate(bases)]
     out, release = asyncio.Event(), asyncio.Event()
     send = index._call
@@ -265,6 +279,7 @@ async def test_reads_of_candidates_made_while_a_call_is_out_go_with_the_lookups(
     calls = function_calls(admin) - before
     admin.close()
     await index.close()
+    await writer.close()
     assert calls == 2 and [details.id for [details] in read] == ["a0", "a1", "a2", "a3"]
 
 
@@ -423,6 +438,13 @@ async def test_a_crawl_is_not_sent_verification_data_it_holds_on_a_cluster(clust
     await own.close()
     await other.close()
     assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
+
+
+async def test_a_crawl_reads_no_page_data_of_its_own_candidates_on_a_cluster(cluster):
+    reads, seen_by_own, seen_by_other = await own_and_other_details(cluster_url(cluster), cluster.primaries())
+    assert reads == 0
+    assert len(seen_by_other) == 4 and all(seen_by_other[2:])  # a cluster's lookup brings no data along
+    assert all(same_details(a, b) for a, b in zip(seen_by_own[2:], seen_by_other[2:], strict=True))
 
 
 @pytest.mark.slow
