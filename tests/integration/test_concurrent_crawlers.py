@@ -12,11 +12,11 @@ import json
 import random
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from crawls import wait_until
 from texts import article, edited
 
 from scrapy_simhash.mergelog import read_merge_log
@@ -70,9 +70,7 @@ def test_crawler_processes_keep_one_canonical_per_cluster(index_url, tmp_path):
         processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         outs.append(out)
     try:
-        while len(list(barrier.glob("ready-*"))) < CRAWLERS:
-            assert all(p.poll() is None for p in processes), [p.stderr.read() for p in processes if p.poll()]
-            time.sleep(0.01)
+        wait_until(lambda: len(list(barrier.glob("ready-*"))) >= CRAWLERS, processes, "every crawler ready")
         (barrier / "go").touch()
         for process in processes:
             assert process.wait(timeout=300) == 0, process.stderr.read().decode()[-3000:]

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from crawls import crawl
+from crawls import crawl, wait_until
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
@@ -84,9 +83,8 @@ def test_a_page_scraped_by_a_live_crawl_whose_feed_waits_is_matched_by_another(t
     running = subprocess.Popen([sys.executable, str(DRIVER), str(first / "items.jsonl"), str(first),
                                 json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while not (first / "held").exists():  # its first pages scraped, the rest held: it runs on
-            assert running.poll() is None
-            time.sleep(0.01)
+        # its first pages scraped, the rest held: it runs on
+        wait_until((first / "held").exists, [running], "held pages")
         second = tmp_path / "second"
         second.mkdir()
         stats, _ = crawl(second, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db")

@@ -7,10 +7,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from crawls import wait_until
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
@@ -59,8 +59,7 @@ def test_a_killed_crawl_and_its_rerun_lose_no_page(backend, tmp_path, redis_fact
     first = start(tmp_path, settings, stall_after=30)
     # 10 items indexed and held, and the 30 before them stored by the feed (which stores a batch
     # after the item went out: under load, a moment later).
-    while not ((tmp_path / "held").exists() and len(exported(tmp_path)) >= 30) and first.poll() is None:
-        time.sleep(0.01)
+    wait_until(lambda: (tmp_path / "held").exists() and len(exported(tmp_path)) >= 30, [first], "30 items stored")
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert len(exported(tmp_path)) == 30
