@@ -211,6 +211,9 @@ def main() -> None:
     pages = rng.sample(texts, len(texts))
     against_floor("whole pages, signature and sketch", signature_and_sketch, pages, rounds)
     against_floor("whole pages, 16 signed together", signer.sign_all, pages, rounds, together=16)
+    # A curly quote, a dash or a no-break space puts most web pages off the ASCII path.
+    against_floor("whole pages, one non-ASCII, 16 together", signer.sign_all, ["\u2019" + t for t in pages], rounds,
+                  together=16)
 
     bodies = {doc["body_text"] for doc in docs}
     paragraphs = {p for body in bodies for p in re.split(r"\n\s*\n", body) if 40 <= len(p.split()) <= 400}

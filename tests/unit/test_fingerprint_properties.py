@@ -141,6 +141,8 @@ def test_look_alike_table_is_a_fold_of_letters_that_keeps_the_token_classes() ->
 @given(texts)
 @example("¼")  # NFKC makes it three characters: the cut at twice the text's length
 @example("¼¼\xad")  # an ignorable past that cut, which the cut must not count
+@example("ΟΔΟΣ ΟΔΟΣα ⅀ ⅀x")  # lower case in context: a final sigma, also one that NFKC makes
+@example("İstanbul’s")  # lower case of two code points
 def test_tokens_equal_the_regular_expression(text: str) -> None:
     assert tokens(text) == reference_tokens(text)
     assert token_count(text) == len(reference_tokens(text))
