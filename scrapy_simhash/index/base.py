@@ -142,6 +142,12 @@ class Record:
             self._blob = encode_hashes(self.hashes)
         return self._blob
 
+    @property
+    def blob_encoded(self) -> bool:
+        """Whether :meth:`blob` was asked for: a backend that encodes it only to write it knows that
+        it may have written it."""
+        return self._blob is not None
+
     def sketch(self, layout: Layout) -> bytes:
         """The record's sketch under ``layout``, computed once."""
         if self._sketch is None or self._sketch[0] != layout:

@@ -447,7 +447,7 @@ class RedisIndex(Index):
             raise GroupGone(f"record {matched.rid} is gone")
         if findable:
             self._stored(record)
-        if self.cluster and not findable:  # kept without its hashes, which its lookup may have written
+        if self.cluster and not findable and record.blob_encoded:  # kept without the hashes its lookup wrote
             await self.client.hdel(self._data_key(record.write_id), "s")
         return Joined(rid, group, canonical, size, bool(findable))
 

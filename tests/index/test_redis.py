@@ -121,12 +121,13 @@ async def test_a_crawl_is_not_sent_verification_data_it_holds(throwaway_redis):
     assert own_bytes + len(record("base", base).blob()) / 2 < other_bytes
 
 
+def command_calls(server, command: str) -> int:
+    with server.client() as admin:
+        return admin.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
+
+
 def hmget_calls(servers) -> int:
-    calls = 0
-    for server in servers:
-        with server.client() as admin:
-            calls += admin.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
-    return calls
+    return sum(command_calls(server, "hmget") for server in servers)
 
 
 async def own_and_other_details(url: str, servers) -> tuple[int, list, list]:
@@ -426,6 +427,22 @@ async def test_a_lookup_that_expects_a_copy_writes_no_page_data_on_a_cluster(clu
     written = client.exists(b"simhash:copies:d:" + copies[-1].write_id)
     client.close()
     assert not written
+
+
+async def test_a_member_whose_lookup_sent_no_data_is_joined_in_one_round_trip_on_a_cluster(cluster):
+    """Nothing to take back: its lookup wrote no verification data (a crawl of copies expects a copy)."""
+    index = await opened(cluster_url(cluster), "simhash:{members}")
+    base = hashes(71)
+    await index.check_and_add(record("base", base))
+    for i in range(32):
+        await index.check_and_add(record(f"c{i}", base))
+    member = record("member", base)
+    matched = (await index.check_and_add(member)).candidates[0]
+    deletes = sum(command_calls(server, "hdel") for server in cluster.primaries())
+    joined = await index.join(member, matched, banded=False)
+    deletes = sum(command_calls(server, "hdel") for server in cluster.primaries()) - deletes
+    await index.close()
+    assert joined.group == matched.group and not joined.banded and deletes == 0
 
 
 async def test_a_crawl_is_not_sent_verification_data_it_holds_on_a_cluster(cluster):
