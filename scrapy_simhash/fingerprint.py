@@ -134,14 +134,14 @@ def _confusable_fold() -> np.ndarray:
     return fold
 
 
-def _lower_case() -> tuple[np.ndarray, str]:
-    """Every code point's lower case where ``str.lower()`` makes it one code point, and the code
-    points it does not (U+0130 becomes two), which it lower-cases in context besides (final sigma)."""
-    every = np.arange(0x110000, dtype="<u4")
-    lower = every.copy()
-    special = ["\u03a3"]  # capital sigma: its lower case depends on what follows
+def _lower_case(*tables: np.ndarray) -> tuple[list[np.ndarray], str]:
+    """Each of ``tables`` (indexed by code point) taken at every code point's lower case where
+    ``str.lower()`` makes it one code point; and the code points it does not (U+0130 becomes two),
+    or lower-cases in context (capital sigma, final or not by what follows)."""
+    lower = np.arange(0x110000, dtype="<u4")
+    special = ["\u03a3"]
     for start in range(0, 0x110000, 4096):
-        block = every[start : start + 4096].tobytes().decode("utf-32-le", "surrogatepass")
+        block = lower[start : start + 4096].tobytes().decode("utf-32-le", "surrogatepass")
         lowered = block.lower()
         if len(lowered) == len(block):
             lower[start : start + 4096] = np.frombuffer(lowered.encode("utf-32-le", "surrogatepass"), dtype="<u4")
@@ -152,18 +152,15 @@ def _lower_case() -> tuple[np.ndarray, str]:
                 lower[ord(char)] = ord(folded)
             else:
                 special.append(char)
-    return lower, "".join(special)
+    return [table.take(lower) for table in tables], "".join(special)
 
 
 _CLASSES = _code_point_classes()
-_LOOK_ALIKES = _confusable_fold()
-# Normalisation lower-cases through tables, as the look-alike fold does: str.lower() of a text that is
-# not ASCII cost a page more than NFKC (60 us of 16,800 characters). The tables take a code point as
-# NFKC leaves it; a text that holds one of _LOWER_SPECIAL is lower-cased by str.lower() first (the
-# tables change nothing more: lower case is its own lower case).
-_LOWER, _LOWER_SPECIAL = _lower_case()
-_LOWER_CLASSES = _CLASSES.take(_LOWER)
-_LOWER_FOLD = _LOOK_ALIKES.take(_LOWER)
+# Normalisation lower-cases through tables, composed with the classes and the look-alike fold: str.lower()
+# of a text that is not ASCII cost a page more than NFKC (60 us of 16,800 characters). The tables take
+# a code point as NFKC leaves it; a text that holds one of _LOWER_SPECIAL is lower-cased by str.lower()
+# first (the tables change nothing more: lower case is its own lower case).
+(_LOWER_CLASSES, _LOWER_FOLD), _LOWER_SPECIAL = _lower_case(_CLASSES, _confusable_fold())
 # Powers of _BASE and of its inverse by position, grown (doubling) to the longest text seen.
 _POWERS = (np.ones(0, dtype=np.uint64), np.ones(0, dtype=np.uint64))
 
