@@ -8,7 +8,8 @@ Every figure is measured in this run on the same machine, so the printed ratios 
 Short texts (listings, titles) are timed apart: the corpus cut into pieces of about 1 KB and 10 KB
 at spaces, each size against the floor on the same pieces, timed alternately in rounds of 128 texts;
 at 1 KB also with the verification hashes and with the default layout's sketch, and signed as the
-pipeline signs them: the items of one turn of the event loop together (Signer.sign_all), N at a time.
+pipeline signs them: the items of one turn of the event loop together (Signer.sign_all), N at a time;
+at 4 KB and whole pages, alone, as the signer cuts 16 of them, and 16 in one batch.
 """
 
 from __future__ import annotations
@@ -208,9 +209,19 @@ def main() -> None:
     for together in (1, 4, 16, 64):
         label = f"~1,000 characters, {together} signed together"
         against_floor(label, signer.sign_all, short, rounds, together=together)
+    fingerprinter = Fingerprinter()
+
+    def one_batch(batch: list[str]) -> None:
+        """Signature and sketch of ``batch`` in one batch, the signer's cuts aside."""
+        layout.sketches([one.hashes for _, one in fingerprinter.signatures(batch)])
+
+    medium = rng.sample(pieces(texts, 4_000), args.pieces)
+    against_floor("~4,000 characters, and the sketch", signature_and_sketch, medium, rounds)
+    against_floor("~4,000 characters, 16 signed together", signer.sign_all, medium, rounds, together=16)
     pages = rng.sample(texts, len(texts))
     against_floor("whole pages, signature and sketch", signature_and_sketch, pages, rounds)
     against_floor("whole pages, 16 signed together", signer.sign_all, pages, rounds, together=16)
+    against_floor("whole pages, 16 in one batch", one_batch, pages, rounds, together=16)
     # A curly quote, a dash or a no-break space puts most web pages off the ASCII path.
     against_floor("whole pages, one non-ASCII, 16 together", signer.sign_all, ["\u2019" + t for t in pages], rounds,
                   together=16)

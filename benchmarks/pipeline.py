@@ -349,6 +349,8 @@ def main() -> None:
                         help="patch LISTED_PER_KEY, to measure the default")
     parser.add_argument("--batches-in-flight", type=int,
                         help="patch BATCHES_IN_FLIGHT (0: no limit, a call each turn)")
+    parser.add_argument("--body-chars", type=int,
+                        help="cut each corpus page's body to its first N characters: short items, as a listing's")
     parser.add_argument("--batch-characters", type=int,
                         help="patch BATCH_CHARACTERS (texts signed together), to measure the default")
     args = parser.parse_args()
@@ -365,6 +367,9 @@ def main() -> None:
 
     with args.corpus.open(encoding="utf-8") as lines:
         corpus = [json.loads(line) for line in lines]
+    if args.body_chars:
+        for doc in corpus:
+            doc["body_text"] = doc["body_text"][: args.body_chars].rsplit(" ", 1)[0]
 
     def stream(limit: int) -> Iterator[dict]:
         return islice(make_stream(corpus, args.items), limit)
