@@ -2,9 +2,10 @@
 
 Scrapy hands the items a callback yields to up to ``CONCURRENT_ITEMS`` pipeline calls at once, and
 they reach the pipeline in the same turn of the event loop (a listing page's 50 items: one turn).
-A short text's signature and sketch cost their numpy calls more than its characters, so the texts
-submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
-:meth:`Layout.sketches`): docs/benchmarks.md "Fingerprinting" has the figures.
+A short text's signature and sketch cost their numpy calls more than its characters, so the short
+texts submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
+:meth:`Layout.sketches`), and a page-length text alone: docs/benchmarks.md "Fingerprinting" and
+"Signing batches" have the figures.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from scrapy_simhash.layout import Layout
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["BATCH_CHARACTERS", "Signed", "Signer"]
+__all__ = ["BATCH_CHARACTERS", "SIGNED_ALONE", "Signed", "Signer"]
 
 T = TypeVar("T")
 
-#: Characters signed in one batch at most: a batch's arrays take tens of bytes a character, and a
-#: turn can bring CONCURRENT_ITEMS texts of SIMHASH_MAX_CHARS each. A longer text is signed alone.
-BATCH_CHARACTERS = 1 << 18
+#: Characters signed in one batch at most. Each batch is a loop callback of its own whose items go on
+#: to their lookups before the next batch is signed, so the index works on a turn's first items while
+#: the crawl signs the rest (docs/benchmarks.md "Signing batches").
+BATCH_CHARACTERS = 1 << 15
+#: A text at least this long is signed alone: a batch saves each text the same few numpy calls, little
+#: beside such a text's own work, and its item would wait for the whole batch.
+SIGNED_ALONE = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -88,13 +93,21 @@ class Signer:
 
 
 def _batches(entries: list[T], key: Callable[[T], str] = lambda text: text) -> Iterator[list[T]]:
-    """``entries`` in order, cut into runs whose texts (``key``) hold at most :data:`BATCH_CHARACTERS`
-    characters together; a longer text makes a run of its own."""
-    start = 0
-    while start < len(entries):
-        end, size = start + 1, len(key(entries[start]))
-        while end < len(entries) and size + len(key(entries[end])) <= BATCH_CHARACTERS:
-            size += len(key(entries[end]))
-            end += 1
-        yield entries[start:end]
-        start = end
+    """The entries whose texts (``key``) are shorter than :data:`SIGNED_ALONE`, in order, in runs of at
+    most :data:`BATCH_CHARACTERS` characters; then each of the others alone, in order."""
+    run: list[T] = []
+    size = 0
+    for entry in entries:
+        length = len(key(entry))
+        if length >= SIGNED_ALONE:
+            continue
+        if run and size + length > BATCH_CHARACTERS:
+            yield run
+            run, size = [], 0
+        run.append(entry)
+        size += length
+    if run:
+        yield run
+    for entry in entries:
+        if len(key(entry)) >= SIGNED_ALONE:
+            yield [entry]

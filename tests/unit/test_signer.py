@@ -8,7 +8,7 @@ from texts import article
 
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.signer import BATCH_CHARACTERS, Signer
+from scrapy_simhash.signer import BATCH_CHARACTERS, SIGNED_ALONE, Signer
 
 LAYOUT = Layout(bands=22, rows=6, min_estimate=0.74)
 
@@ -40,14 +40,27 @@ async def test_texts_submitted_in_one_turn_are_signed_in_one_batch() -> None:
 
 
 async def test_a_batch_holds_a_bounded_number_of_characters() -> None:
-    """Batching saves numpy calls on short texts; long ones are signed apart, so arrays stay bounded."""
+    """Batching saves numpy calls on short texts; a batch's arrays stay bounded, and its items do not wait long."""
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
-    long = "word " * (BATCH_CHARACTERS // 5 + 1)
-    texts = ["short one"] * 3 + [long] + ["short two"] * 2
+    text = "word " * (SIGNED_ALONE // 5 - 1)
+    per_batch = BATCH_CHARACTERS // len(text)
+    signed = await asyncio.gather(*(signer.sign(text) for _ in range(per_batch + 2)))
+    assert fingerprinter.batches == [per_batch, 2]
+    assert {one.words for one in signed} == {SIGNED_ALONE // 5 - 1}
+
+
+async def test_a_text_too_long_to_gain_from_a_batch_is_signed_alone() -> None:
+    """A batch saves each text the same few numpy calls, nothing on a page-length one, and its items
+    wait for all of it: such a text goes alone, after the turn's short texts, which go together."""
+    fingerprinter = CountingFingerprinter()
+    signer = Signer(fingerprinter, LAYOUT)
+    page = "word " * (SIGNED_ALONE // 5 + 1)
+    assert 2 * len(page) < BATCH_CHARACTERS  # two would fit one batch
+    texts = ["short one", page + "1", page + "2", "short two", "short three"]
     signed = await asyncio.gather(*map(signer.sign, texts))
-    assert fingerprinter.batches == [3, 1, 2]
-    assert [one.words for one in signed] == [2, 2, 2, BATCH_CHARACTERS // 5 + 1, 2, 2]
+    assert fingerprinter.batches == [3, 1, 1]
+    assert [one.words for one in signed] == [2, SIGNED_ALONE // 5 + 2, SIGNED_ALONE // 5 + 2, 2, 2]
 
 
 async def test_a_cancelled_item_is_left_out_of_its_batch() -> None:
