@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
 import time
@@ -26,16 +28,20 @@ def crawl(out: Path, items: list[dict], **settings) -> tuple[dict, str]:
     return json.loads((out / "stats.json").read_text()), (out / "crawl.log").read_text()
 
 
-def wait_until(
-    condition: Callable[[], bool], processes: list[subprocess.Popen], what: str, timeout: float = 300
-) -> None:
-    """Poll ``condition`` until it holds; fail, with the crawls' error output, if one of ``processes``
-    exits first or ``timeout`` seconds pass (a crawl that hangs fails the test, not CI's clock)."""
+def wait_for(process: subprocess.Popen, done: Callable[[str], bool], what: str, timeout: float = 300) -> None:
+    """Read the lines ``process`` reports on its standard output (a pipe) until ``done`` holds for
+    one; fail, with its error output, if it exits first or ``timeout`` seconds pass. The wait is
+    select's on the pipe: no clock decides anything but the bound."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        ended = [p for p in processes if p.poll() is not None]
-        assert not ended, f"a crawl ended before {what}: " + " | ".join(
-            (p.stderr.read() if p.stderr else b"").decode(errors="replace")[-2000:] for p in ended
-        )
-        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.01)
+    fd, pending = process.stdout.fileno(), b""
+    while True:
+        *lines, pending = pending.split(b"\n")
+        if any(done(line.decode()) for line in lines):
+            return
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no {what} after {timeout} s"
+        chunk = os.read(fd, 4096)
+        assert chunk, f"a crawl ended before {what}: " + (
+            process.stderr.read() if process.stderr else b""
+        ).decode(errors="replace")[-2000:]
+        pending += chunk

@@ -1,12 +1,14 @@
 """One real Scrapy crawl, in its own OS process, whose spider scrapes the items of a JSON-lines file.
 
-    python tests/crawl_stream.py ITEMS.jsonl OUT_DIR '{"SIMHASH_INDEX_URL": ...}' [BARRIER_DIR]
+    python tests/crawl_stream.py ITEMS.jsonl OUT_DIR '{"SIMHASH_INDEX_URL": ...}'
 
 Each item is the answer to a request (a ``data:`` URL, nothing leaves the machine), so it reaches
 ``SimhashPipeline`` exactly as a scraped page's item does; the kept ones are exported to
 ``OUT_DIR/kept.jsonl`` (a feed), the merge log goes to ``OUT_DIR/merges.jsonl`` and the crawl's
-stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. With ``BARRIER_DIR`` the spider
-announces itself there and emits nothing until a ``go`` file appears, so that several crawler
+stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. The crawl reports on its standard
+output, a line each, what a test waits for: ``held`` (``StallPipeline``), ``stored N`` (N items in
+the feed's stored batches so far) and, with the setting ``STREAM_BARRIER``, ``ready``, after which
+the spider emits nothing until a line arrives on its standard input, so that several crawler
 processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
 the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does;
 with ``STREAM_COPY_ITEMS`` a later pipeline replaces each item with a copy. A feed URI
@@ -18,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import ScrapyDeprecationWarning
 from scrapy.exporters import JsonLinesItemExporter
@@ -33,16 +34,14 @@ from scrapy.extensions.feedexport import BlockingFeedStorage
 class StreamSpider(Spider):
     name = "stream"
 
-    def __init__(self, items_path: str, barrier: str | None = None, **kwargs) -> None:
+    def __init__(self, items_path: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.items_path = items_path
-        self.barrier = Path(barrier) if barrier else None
 
     async def start(self):
-        if self.barrier is not None:
-            (self.barrier / f"ready-{os.getpid()}").touch()
-            while not (self.barrier / "go").exists():
-                await asyncio.sleep(0.01)
+        if self.settings.getbool("STREAM_BARRIER"):
+            report("ready")
+            await asyncio.to_thread(sys.stdin.readline)  # the test's go, once every crawler is ready
         per_page = self.settings.getint("STREAM_ITEMS_PER_PAGE", 1)
         with open(self.items_path, encoding="utf-8") as lines:
             items = [json.loads(line) for line in lines]
@@ -57,22 +56,21 @@ class StallPipeline:
     """After ``STREAM_STALL_AFTER`` items, holds every item for ever: items the SimHash pipeline has
     indexed that never reach the feed, as when a crawl is killed between the two."""
 
-    HELD = 10  # items held before the pipeline says so in OUT_DIR/held
+    HELD = 10  # items held before the pipeline reports ``held``
 
-    def __init__(self, after: int, out_dir: str) -> None:
+    def __init__(self, after: int) -> None:
         self.after = after
-        self.out_dir = Path(out_dir)
         self.seen = 0
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler.settings.getint("STREAM_STALL_AFTER"), crawler.settings.get("STREAM_OUT_DIR", "."))
+        return cls(crawler.settings.getint("STREAM_STALL_AFTER"))
 
     async def process_item(self, item):
         self.seen += 1
         if self.after and self.seen > self.after:
             if self.seen == self.after + self.HELD:
-                (self.out_dir / "held").touch()
+                report("held")
             await asyncio.get_running_loop().create_future()
         return item
 
@@ -124,7 +122,23 @@ class RefusingExporter(JsonLinesItemExporter):
         super().export_item(item)
 
 
-def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None = None) -> None:
+def report(line: str) -> None:
+    """A line on standard output, where a test waits for it (tests/crawls.py ``wait_for``)."""
+    print(line, flush=True)
+
+
+class StoredReport:
+    """Reports ``stored N`` each time a feed batch is stored, N the items stored so far."""
+
+    def __init__(self) -> None:
+        self.stored = 0
+
+    def slot_closed(self, slot) -> None:
+        self.stored += slot.itemcount
+        report(f"stored {self.stored}")
+
+
+def crawl(items_path: str, out_dir: Path, overrides: dict) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
         "FEEDS": {str(out_dir / "kept.jsonl"): {"format": "jsonlines"}},
@@ -134,7 +148,6 @@ def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None =
         "LOG_LEVEL": "INFO",
         "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
         "TELNETCONSOLE_ENABLED": False,
-        "STREAM_OUT_DIR": str(out_dir),
         "FEED_STORAGES": {"upload": UploadStorage},
         "FEED_EXPORTERS": {"refusing": RefusingExporter},
         **overrides,
@@ -143,11 +156,13 @@ def crawl(items_path: str, out_dir: Path, overrides: dict, barrier: str | None =
     RefusingExporter.refused = frozenset(settings.get("STREAM_REFUSED_EXPORTS", ()))
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(StreamSpider)
-    process.crawl(crawler, items_path=items_path, barrier=barrier)
+    stored = StoredReport()
+    crawler.signals.connect(stored.slot_closed, signal=signals.feed_slot_closed)
+    process.crawl(crawler, items_path=items_path)
     process.start()
     (out_dir / "stats.json").write_text(json.dumps(crawler.stats.get_stats(), default=str))
 
 
 if __name__ == "__main__":
     warnings.simplefilter("error", ScrapyDeprecationWarning)
-    crawl(sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]), *sys.argv[4:5])
+    crawl(sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3]))

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from crawls import wait_until
+from crawls import wait_for
 from texts import article, edited
 
 from scrapy_simhash.mergelog import read_merge_log
@@ -57,21 +57,24 @@ def index_url(request, tmp_path) -> str:
 
 
 def test_crawler_processes_keep_one_canonical_per_cluster(index_url, tmp_path):
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    settings = json.dumps({"SIMHASH_INDEX_URL": index_url, "SIMHASH_BOILERPLATE": False, "CONCURRENT_REQUESTS": 64})
+    settings = json.dumps({"SIMHASH_INDEX_URL": index_url, "SIMHASH_BOILERPLATE": False, "CONCURRENT_REQUESTS": 64,
+                           "STREAM_BARRIER": True})
     processes, outs = [], []
     for crawler in range(CRAWLERS):
         out = tmp_path / f"crawler{crawler}"
         out.mkdir()
         items = out / "items.jsonl"
         items.write_text("".join(json.dumps(item) + "\n" for item in crawler_stream(crawler)))
-        command = [sys.executable, str(DRIVER), str(items), str(out), settings, str(barrier)]
-        processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        command = [sys.executable, str(DRIVER), str(items), str(out), settings]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        processes.append(subprocess.Popen(command, **pipes))
         outs.append(out)
     try:
-        wait_until(lambda: len(list(barrier.glob("ready-*"))) >= CRAWLERS, processes, "every crawler ready")
-        (barrier / "go").touch()
+        for process in processes:
+            wait_for(process, lambda line: line == "ready", "every crawler ready")
+        for process in processes:  # go
+            process.stdin.write(b"go\n")
+            process.stdin.close()
         for process in processes:
             assert process.wait(timeout=300) == 0, process.stderr.read().decode()[-3000:]
     finally:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from crawls import crawl, wait_until
+from crawls import crawl, wait_for
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
@@ -81,10 +81,10 @@ def test_a_page_scraped_by_a_live_crawl_whose_feed_waits_is_matched_by_another(t
                 "SIMHASH_SESSION_LEASE": 1, "STREAM_STALL_AFTER": len(ITEMS),
                 "FEEDS": {f"upload://{first}/kept.jsonl": {"format": "jsonlines"}}}
     running = subprocess.Popen([sys.executable, str(DRIVER), str(first / "items.jsonl"), str(first),
-                                json.dumps(settings)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                json.dumps(settings)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         # its first pages scraped, the rest held: it runs on
-        wait_until((first / "held").exists, [running], "held pages")
+        wait_for(running, lambda line: line == "held", "held pages")
         second = tmp_path / "second"
         second.mkdir()
         stats, _ = crawl(second, ITEMS, SIMHASH_INDEX_URL=f"sqlite:///{tmp_path}/index.db")

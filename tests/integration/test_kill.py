@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from crawls import wait_until
+from crawls import wait_for
 from texts import article, edited
 
 pytestmark = pytest.mark.slow
@@ -43,8 +43,22 @@ def start(out: Path, settings: dict, stall_after: int = 0) -> subprocess.Popen:
     stream.write_text("".join(json.dumps(item) + "\n" for item in STREAM))
     return subprocess.Popen(
         [sys.executable, str(DRIVER), str(stream), str(out), json.dumps(overrides)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
+
+
+class Progress:
+    """The first run's reports: ``held``, and ``stored N`` for the items its feed stored so far."""
+
+    def __init__(self) -> None:
+        self.held, self.stored = False, 0
+
+    def reached(self, line: str) -> bool:
+        if line == "held":
+            self.held = True
+        elif line.startswith("stored "):
+            self.stored = int(line.removeprefix("stored "))
+        return self.held and self.stored >= 30
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
@@ -59,7 +73,7 @@ def test_a_killed_crawl_and_its_rerun_lose_no_page(backend, tmp_path, redis_fact
     first = start(tmp_path, settings, stall_after=30)
     # 10 items indexed and held, and the 30 before them stored by the feed (which stores a batch
     # after the item went out: under load, a moment later).
-    wait_until(lambda: (tmp_path / "held").exists() and len(exported(tmp_path)) >= 30, [first], "30 items stored")
+    wait_for(first, Progress().reached, "30 items stored and 10 held")
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert len(exported(tmp_path)) == 30
