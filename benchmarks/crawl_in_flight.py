@@ -137,19 +137,24 @@ def crawl(port: int, pages: int, redis_url: str | None, log_dir: str) -> None:
     in_flight = InFlight()
 
     class Counted:
+        """Counts the items inside the ``process_item`` of the pipeline it comes before."""
+
         async def process_item(self, item: dict) -> dict:
             in_flight.change(+1)
             try:
-                return await self.next_process_item(item)
+                return await super().process_item(item)
             finally:
                 in_flight.change(-1)
 
-        async def next_process_item(self, item: dict) -> dict:
+    class Passing:
+        async def process_item(self, item: dict) -> dict:
             return item
 
+    class CountedPassing(Counted, Passing):
+        pass
+
     class CountedSimhashPipeline(Counted, SimhashPipeline):
-        async def next_process_item(self, item: dict) -> dict:
-            return await SimhashPipeline.process_item(self, item)
+        pass
 
     class SiteSpider(Spider):
         name = "site"
@@ -167,7 +172,7 @@ def crawl(port: int, pages: int, redis_url: str | None, log_dir: str) -> None:
                 "body_text": "\n\n".join(response.css("article p::text").getall()),
             }
 
-    pipeline = CountedSimhashPipeline if redis_url else Counted
+    pipeline = CountedSimhashPipeline if redis_url else CountedPassing
     settings = {
         "ITEM_PIPELINES": {pipeline: 300},
         "LOG_LEVEL": "ERROR",
