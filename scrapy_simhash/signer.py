@@ -62,8 +62,11 @@ class Signer:
         return await future
 
     def sign_all(self, texts: list[str]) -> list[Signed]:
-        """The signatures of ``texts``, in batches of at most :data:`BATCH_CHARACTERS` characters."""
-        return [one for batch in _batches(texts) for one in self._sign_batch(batch)]
+        """The signatures of ``texts``, in their order, signed in the batches one turn's texts would be."""
+        signed: dict[int, Signed] = {}
+        for batch in _batches(list(enumerate(texts)), key=lambda one: one[1]):
+            signed.update(zip((at for at, _ in batch), self._sign_batch([text for _, text in batch])))
+        return [signed[at] for at in range(len(texts))]
 
     def _sign_batch(self, texts: list[str]) -> list[Signed]:
         signed = self.fingerprinter.signatures(texts)

@@ -63,6 +63,16 @@ async def test_a_text_too_long_to_gain_from_a_batch_is_signed_alone() -> None:
     assert [one.words for one in signed] == [2, SIGNED_ALONE // 5 + 2, SIGNED_ALONE // 5 + 2, 2, 2]
 
 
+def test_sign_all_gives_each_text_its_own_signature_in_order() -> None:
+    """The turn's batches put short texts before long ones; the signatures still follow the texts."""
+    page = "word " * (SIGNED_ALONE // 5 + 1)
+    texts = [page + "one", "short one", page + "two", "short two"]
+    signed = Signer(Fingerprinter(), LAYOUT).sign_all(texts)
+    for text, one in zip(texts, signed, strict=True):
+        alone = Fingerprinter().signature(text)
+        assert one.signature.fingerprint == alone.fingerprint and one.sketch == LAYOUT.sketch(alone.hashes)
+
+
 async def test_a_cancelled_item_is_left_out_of_its_batch() -> None:
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
