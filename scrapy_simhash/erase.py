@@ -1,7 +1,8 @@
 """Erasure: one page (by id or URL) out of the index and out of every log the crawl wrote.
 
-The index goes first, so no new record can name the page, then the merge and review logs are
-rewritten without it (docs/reliability.md "Erasure" says what stays and why).
+The index goes first, so no later lookup finds the page, then the merge and review logs are
+rewritten without it (docs/reliability.md "Erasure" says what stays and why; an item a live crawl
+had in flight meanwhile can still name it: docs/how-it-works.md "Erasure and retention").
 """
 
 from __future__ import annotations
