@@ -99,10 +99,12 @@ def _batches(entries: list[T], key: Callable[[T], str] = lambda text: text) -> I
     """The entries whose texts (``key``) are shorter than :data:`SIGNED_ALONE`, in order, in runs of at
     most :data:`BATCH_CHARACTERS` characters; then each of the others alone, in order."""
     run: list[T] = []
+    alone: list[T] = []
     size = 0
     for entry in entries:
         length = len(key(entry))
         if length >= SIGNED_ALONE:
+            alone.append(entry)
             continue
         if run and size + length > BATCH_CHARACTERS:
             yield run
@@ -111,6 +113,5 @@ def _batches(entries: list[T], key: Callable[[T], str] = lambda text: text) -> I
         size += length
     if run:
         yield run
-    for entry in entries:
-        if len(key(entry)) >= SIGNED_ALONE:
-            yield [entry]
+    for entry in alone:
+        yield [entry]
