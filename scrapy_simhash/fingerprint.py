@@ -238,7 +238,11 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     it (the cut may have left one out), is ``text`` searched for them."""
     normalised = _nfkc_lower(text, lower=False)
     if any(char in normalised for char in _LOWER_SPECIAL):
-        normalised = _nfkc_lower(text)
+        limit = MAX_GROWTH * len(text)
+        if len(text) <= _NFKC_CHUNK and len(normalised) < limit:  # one chunk, not cut: lower case it as is
+            normalised = normalised.lower()[:limit]
+        else:
+            normalised = _nfkc_lower(text)
     points = np.frombuffer(normalised.encode("utf-32-le", "surrogatepass"), dtype="<u4")
     classes = _LOWER_CLASSES.take(points)
     top = int(classes.max(initial=_NON_WORD))
