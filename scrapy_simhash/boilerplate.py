@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import Fingerprinter, segment_hashes, verification_hashes
+from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines, furniture_lines
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -222,9 +223,16 @@ class Furniture:
         return drop
 
     def strip(self, page: PageLines) -> str:
+        return self.remove(page)[0]
+
+    def remove(self, page: PageLines) -> tuple[str, FurnitureLines]:
+        """The page's text without its furniture, and the lines removed."""
         if not len(self.lines) and not self.slots:
-            return "\n".join(page.lines)
-        return "\n".join(line for line, drop in zip(page.lines, self.mask(page)) if not drop)
+            return "\n".join(page.lines), NO_LINES
+        drop = self.mask(page)
+        removed = np.array(drop, dtype=bool)
+        text = "\n".join(line for line, dropped in zip(page.lines, drop) if not dropped)
+        return text, furniture_lines(page.hashes[removed], page.counts[removed])
 
 
 _NONE = np.empty(0, np.uint64)
@@ -433,10 +441,12 @@ class BoilerplateStore(Protocol):
 
 
 class Stripped(NamedTuple):
-    """A page's text without its host's furniture, and the version of the furniture that was removed (0: none)."""
+    """A page's text without its host's furniture, the version of the furniture that was removed (0:
+    none), and the lines it removed."""
 
     text: str
     version: int
+    furniture: FurnitureLines = NO_LINES
 
 
 @dataclass
@@ -533,12 +543,12 @@ class BoilerplateLearner:
             self._finish(host, reason)
 
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
-        text = state.furniture.strip(page)
+        text, lines = state.furniture.remove(page)
         self.stats.inc_value("simhash/boilerplate/pages_stripped")
         removed = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
         if removed:
             self.stats.inc_value("simhash/boilerplate/chars_removed", removed)
-        return Stripped(text, state.version)
+        return Stripped(text, state.version, lines)
 
     async def _state(self, host: str) -> _Host | None:
         """The host's furniture when known (loading it from the store first if needed); None during a warm-up."""

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
+from scrapy_simhash.furniture_lines import whole_text_jaccard
 from scrapy_simhash.index import FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
 from scrapy_simhash.layout import Layout
 
@@ -70,11 +71,13 @@ class _BusyWait:
 
 @dataclass(frozen=True)
 class Verified:
-    """A candidate, its data, and the Jaccard similarity verification measured."""
+    """A candidate, its data, and the Jaccard similarity verification measured; ``guarded``: rejected
+    because the whole texts of the two same-host pages are not alike (``jaccard`` is theirs)."""
 
     candidate: Candidate
     details: Details
     jaccard: float
+    guarded: bool = False
 
 
 @dataclass
@@ -118,8 +121,8 @@ async def verify(
             own = await furniture(record.host) if own is None else own
             left_out = own if data.host == record.host else np.union1d(own, await furniture(data.host))
             ours, theirs = hashes_without(ours, left_out), hashes_without(theirs, left_out)
-        verified = Verified(candidate, data, jaccard_hashes(ours, theirs))
-        if verified.jaccard < threshold:
+        verified = _guarded(record, data, Verified(candidate, data, jaccard_hashes(ours, theirs)), threshold)
+        if verified.jaccard < threshold or verified.guarded:
             rejected.append(verified)
             continue
         if best is None or verified.jaccard > best.jaccard:
@@ -127,6 +130,20 @@ async def verify(
         if best.jaccard >= NOVELTY:
             break
     return best, rejected, unreadable
+
+
+def _guarded(record: Record, data: Details, verified: Verified, threshold: float) -> Verified:
+    """A match of two pages of one host, either stripped of furniture, stands only if their whole texts
+    match too: their furniture is the same template, so removing it cannot make copies look distinct,
+    while content the learner took for furniture can make distinct pages look alike. Across hosts,
+    the texts without furniture decide; so do pages of which one kept its whole text (stored before
+    its host's furniture was learned), whose whole text is not comparable line for line."""
+    if verified.jaccard < threshold or data.host != record.host:
+        return verified
+    if not len(record.furniture.lines) or not len(data.furniture.lines):
+        return verified
+    whole = whole_text_jaccard(record.hashes, record.furniture, data.hashes, data.furniture)
+    return verified if whole >= threshold else Verified(verified.candidate, data, whole, guarded=True)
 
 
 async def place(
@@ -192,8 +209,10 @@ async def _verify_best_first(
     return best
 
 
-async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement:
-    """Short texts: join the group of the record holding the same normalised text, or start one."""
+async def place_exact(index: Judged, record: Record, digest: bytes, threshold: float) -> Placement:
+    """Short texts: join the group of the record holding the same normalised text, or start one. A
+    holder of the same host whose whole text differs (:func:`_guarded`) is no match: the record is
+    then placed by its sketch, as a longer text is."""
     restarts, busy = 0, _BusyWait(index.lease)
     while True:
         exact = await index.check_and_add_exact(record, digest)
@@ -203,6 +222,12 @@ async def place_exact(index: Judged, record: Record, digest: bytes) -> Placement
         if exact.holder is None:
             return Placement(added=exact.added)
         [data] = await index.details([exact.holder])
+        if data is not None and data.hashes is not None:
+            verified = _guarded(record, data, Verified(exact.holder, data, 1.0), threshold)
+            if verified.guarded:
+                placement = await place(index, record, threshold)
+                placement.rejected.insert(0, verified)
+                return placement
         try:
             if data is None:
                 raise GroupGone(f"record {exact.holder.rid} is gone")

@@ -403,6 +403,7 @@ class SimhashPipeline:
             hashes=signed.signature.hashes,
             host=page.host,
             retention=page.retention,
+            furniture=stripped.furniture,
         )
         record.keep_sketch(self.layout, signed.sketch)
         assert self.index is not None
@@ -410,7 +411,9 @@ class SimhashPipeline:
             if signed.words < self.config.min_words:
                 # Too few shingles for the sketch to mean anything: the normalised tokens must match exactly.
                 self._inc("simhash/short_texts")
-                placement = await place_exact(self.index, record, exact_digest(stripped.text))
+                placement = await place_exact(
+                    self.index, record, exact_digest(stripped.text), self.config.jaccard_threshold
+                )
             else:
                 self._inc("simhash/fingerprinted")
                 furniture = self.learner.furniture if self.learner else None
@@ -431,6 +434,9 @@ class SimhashPipeline:
         self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))
         if placement.rejected:
             self._inc("simhash/false_positives", len(placement.rejected))
+            guarded = sum(verified.guarded for verified in placement.rejected)
+            if guarded:
+                self._inc("simhash/boilerplate/guarded", guarded)
         if placement.unreadable:
             self._inc("simhash/unreadable_records", placement.unreadable)
         this_crawl, earlier = placement.same_id

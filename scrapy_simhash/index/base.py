@@ -19,7 +19,8 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION
-from scrapy_simhash.index.codec import decode_hashes, encode_hashes
+from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines
+from scrapy_simhash.index.codec import decode_verification, encode_verification
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
 
@@ -36,6 +37,7 @@ __all__ = [
     "Lookup",
     "Record",
     "StoredRecord",
+    "Verification",
     "handle",
 ]
 
@@ -64,8 +66,15 @@ def handle(value: str) -> bytes:
     return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
+class Verification(NamedTuple):
+    """A record's stored verification data: its shingle hashes and the lines furniture removal took."""
+
+    hashes: np.ndarray
+    furniture: FurnitureLines = NO_LINES
+
+
 class _KeptHashes:
-    """Verification hashes by write id, the most recently used within a budget of hashes; with them,
+    """Verification data by write id, the most recently used within a budget of hashes; with them,
     the id, URL and host of the records this crawl stored.
 
     The data under a write id is written once, so hashes this crawl computed for a record it stored,
@@ -76,35 +85,37 @@ class _KeptHashes:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._held: OrderedDict[bytes, tuple[np.ndarray, tuple[str, str, str] | None]] = OrderedDict()
+        self._held: OrderedDict[bytes, tuple[Verification, tuple[str, str, str] | None]] = OrderedDict()
         self._size = 0
 
-    def get(self, key: bytes) -> np.ndarray | None:
+    def get(self, key: bytes) -> Verification | None:
         held = self._held.get(key)
         if held is None:
             return None
         self._held.move_to_end(key)
         return held[0]
 
-    def page(self, key: bytes) -> tuple[np.ndarray, str, str, str] | None:
-        """The hashes, id, URL and host of a record this crawl stored, if held."""
+    def page(self, key: bytes) -> tuple[Verification, str, str, str] | None:
+        """The verification data, id, URL and host of a record this crawl stored, if held."""
         held = self._held.get(key)
         if held is None or held[1] is None:
             return None
         self._held.move_to_end(key)
         return (held[0], *held[1])
 
-    def held(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        """The hashes held of ``keys``, by key (those not held are absent)."""
-        return {key: hashes for key in keys if (hashes := self.get(key)) is not None}
+    def held(self, keys: list[bytes]) -> dict[bytes, Verification]:
+        """The data held of ``keys``, by key (those not held are absent)."""
+        return {key: data for key in keys if (data := self.get(key)) is not None}
 
-    def put(self, key: bytes, hashes: np.ndarray, page: tuple[str, str, str] | None = None) -> None:
-        if key in self._held or len(hashes) > self.budget:
+    def put(self, key: bytes, data: Verification, page: tuple[str, str, str] | None = None) -> None:
+        size = len(data.hashes) + len(data.furniture.lines)
+        if key in self._held or size > self.budget:
             return
-        self._held[key] = (hashes, page)
-        self._size += len(hashes)
+        self._held[key] = (data, page)
+        self._size += size
         while self._size > self.budget:
-            self._size -= len(self._held.popitem(last=False)[1][0])
+            dropped = self._held.popitem(last=False)[1][0]
+            self._size -= len(dropped.hashes) + len(dropped.furniture.lines)
 
 
 def _new_write_id() -> bytes:
@@ -120,7 +131,9 @@ def _no_hashes() -> np.ndarray:
 class Record:
     """What the index keeps of a page instead of its text.
 
-    ``hashes`` are the sorted distinct 32-bit verification hashes Jaccard needs. ``write_id`` is
+    ``hashes`` are the sorted distinct 32-bit verification hashes Jaccard needs; ``furniture`` the
+    lines furniture removal took from the page (same-host pairs are judged on the whole text too).
+    ``write_id`` is
     random per Record object and stored with it: a retried call (same object) whose earlier attempt
     ran on the server although its reply was lost recognises its own write by it.
     """
@@ -133,13 +146,14 @@ class Record:
     first_seen: float = field(default_factory=time.time)
     retention: str = "default"
     write_id: bytes = field(default_factory=_new_write_id)
+    furniture: FurnitureLines = NO_LINES
     _blob: bytes | None = field(default=None, init=False, repr=False, compare=False)
     _sketch: tuple[Layout, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def blob(self) -> bytes:
         """The verification hashes as stored, encoded once: a retry and the join after a lookup reuse it."""
         if self._blob is None:
-            self._blob = encode_hashes(self.hashes)
+            self._blob = encode_verification(self.hashes, self.furniture)
         return self._blob
 
     @property
@@ -192,6 +206,7 @@ class Details(NamedTuple):
     hashes: np.ndarray  # empty for a record kept without verification data
     canonical_id: str
     canonical_url: str
+    furniture: FurnitureLines = NO_LINES
 
 
 class Lookup(NamedTuple):
@@ -295,29 +310,35 @@ class Index(ABC):
         self.lease = lease
         self._kept = _KeptHashes(KEPT_HASHES)
 
-    def _hashes(self, blob: bytes | None, key: bytes = b"") -> np.ndarray | None:
+    def _verification(self, blob: bytes | None, key: bytes = b"") -> Verification | None:
         """Stored verification data, decoded within the bound; None for data that is not a blob.
-        ``key``, the write id it is stored under, finds hashes this crawl already holds."""
+        ``key``, the write id it is stored under, finds data this crawl already holds."""
         if not blob:
             return None
-        hashes = self._kept.get(key) if key else None
-        if hashes is not None:
-            return hashes
+        data = self._kept.get(key) if key else None
+        if data is not None:
+            return data
         try:
-            hashes = decode_hashes(blob, self.max_hashes)
+            data = Verification(*decode_verification(blob, self.max_hashes))
         except ValueError:
             return None
-        hashes.flags.writeable = False  # shared between candidates
+        data.hashes.flags.writeable = False  # shared between candidates
         if key:
-            self._kept.put(key, hashes)
-        return hashes
+            self._kept.put(key, data)
+        return data
+
+    def _stored_hashes(self, blob: bytes | None) -> np.ndarray:
+        """A stored record's verification hashes, empty for a record without (or with unreadable) data."""
+        data = self._verification(blob)
+        return _no_hashes() if data is None else data.hashes
 
     def _stored(self, record: Record) -> None:
         """Note that ``record`` is stored with its verification data: its hashes stand for its blob
         (within the bound a blob is read with, so a record reads the same whoever stored it), its id,
         URL and host for the rest of its page data."""
         if len(record.hashes) <= self.max_hashes:
-            self._kept.put(record.write_id, record.hashes, (record.id, record.url, record.host))
+            self._kept.put(record.write_id, Verification(record.hashes, record.furniture),
+                           (record.id, record.url, record.host))
 
     def _check_identity(self, stored: dict[str, str], where: str) -> None:
         """Refuse an index of another schema, layout or fingerprint version: read with this one's

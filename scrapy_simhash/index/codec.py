@@ -11,13 +11,27 @@ replaced (docs/benchmarks.md "Verification data", ``benchmarks/record_store.py``
 Blob: a format byte, the 4-byte big-endian count n, the low bytes, the packed low bits, the high bit
 vector. Its length follows from n exactly, so a blob is checked whole, and n against the caller's
 bound, before anything is allocated: a planted blob cannot make the crawler allocate gigabytes.
+
+A page stripped of furniture stores a second section after the first: the hashes of its removed
+lines coded the same way, then each line's words as little-endian uint16
+(:mod:`scrapy_simhash.furniture_lines`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["decode_hashes", "encode_hashes", "encoded_size", "to_signed", "to_unsigned"]
+from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines
+
+__all__ = [
+    "decode_hashes",
+    "decode_verification",
+    "encode_hashes",
+    "encode_verification",
+    "encoded_size",
+    "to_signed",
+    "to_unsigned",
+]
 
 _ELIAS_FANO = 1
 _GROUP_SHIFTS = np.arange(8, dtype=np.uint64)  # bit offsets of 8 values in a group, times the bit width
@@ -65,14 +79,41 @@ def encoded_size(count: int) -> int:
     return 5 + count * whole + -(-count // 8) * rest + -(-(count + (1 << (32 - low_bits))) // 8)
 
 
-def decode_hashes(blob: bytes, max_count: int) -> np.ndarray:
-    """The sorted uint32 hashes of a blob; ValueError for bytes that are not one, or for more than
-    ``max_count`` hashes (checked before anything is allocated)."""
+def encode_verification(hashes: np.ndarray, furniture: FurnitureLines = NO_LINES) -> bytes:
+    """A record's stored verification data: its hashes, then its removed lines when it has any."""
+    if not len(furniture.lines):
+        return encode_hashes(hashes)
+    return encode_hashes(hashes) + encode_hashes(furniture.lines) + furniture.words.astype("<u2").tobytes()
+
+
+def decode_verification(blob: bytes, max_count: int) -> tuple[np.ndarray, FurnitureLines]:
+    """What :func:`encode_verification` wrote; ValueError for anything else (as :func:`decode_hashes`)."""
+    count = _count(blob, max_count)
+    end = encoded_size(count)
+    if len(blob) == end:
+        return decode_hashes(blob, max_count), NO_LINES
+    lines_count = _count(blob[end:], max_count)
+    lines_end = end + encoded_size(lines_count)
+    if len(blob) != lines_end + 2 * lines_count:
+        raise ValueError("not a verification blob: its length does not match its counts")
+    lines = decode_hashes(blob[end:lines_end], max_count)
+    words = np.frombuffer(blob, "<u2", lines_count, lines_end).astype(np.uint16)
+    return decode_hashes(blob[:end], max_count), FurnitureLines(lines, words)
+
+
+def _count(blob: bytes, max_count: int) -> int:
     if blob[:1] != bytes([_ELIAS_FANO]) or len(blob) < 5:
         raise ValueError("not a verification blob")
     count = int.from_bytes(blob[1:5], "big")
     if count > max_count:
         raise ValueError(f"verification blob of {count} hashes, more than the {max_count} a text can have")
+    return count
+
+
+def decode_hashes(blob: bytes, max_count: int) -> np.ndarray:
+    """The sorted uint32 hashes of a blob; ValueError for bytes that are not one, or for more than
+    ``max_count`` hashes (checked before anything is allocated)."""
+    count = _count(blob, max_count)
     if len(blob) != encoded_size(count):
         raise ValueError("not a verification blob: its length does not match its count")
     low_bits, whole, rest = _split(count)

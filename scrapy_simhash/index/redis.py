@@ -16,7 +16,6 @@ import struct
 from importlib.resources import files
 from typing import Any
 
-import numpy as np
 import redis.exceptions
 
 from scrapy_simhash.index.base import (
@@ -36,8 +35,10 @@ from scrapy_simhash.index.base import (
     Lookup,
     Record,
     StoredRecord,
+    Verification,
     handle,
 )
+from scrapy_simhash.furniture_lines import NO_LINES
 from scrapy_simhash.layout import Layout
 from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
 
@@ -59,7 +60,6 @@ _LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and ca
 _JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
 _WRITE_ID = 8
 _CANDIDATE = 42  # bytes of a candidate (``candidate_reply``)
-_NO_HASHES = np.empty(0, dtype=np.uint32)
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
 #: it copies and rewrites stays short. Measured: docs/benchmarks.md "Bucket fields past 10M records".
@@ -352,7 +352,7 @@ class RedisIndex(Index):
         self,
         rows: list[tuple[bytes | None, ...] | object | None],
         candidates: list[Candidate],
-        held: dict[bytes, np.ndarray],
+        held: dict[bytes, Verification],
     ) -> dict[bytes, Details | None]:
         """The candidates' data from their rows, by write id, with the hashes ``held`` (for a blob
         left out) or decoded before; for a row :data:`_HELD`, all of it from what this crawl holds.
@@ -369,10 +369,12 @@ class RedisIndex(Index):
                     out[key] = details
                 continue
             blob, id_, url, host, head_id, head_url = row
-            hashes = held.get(key) if blob is None else self._hashes(blob, key)
-            if hashes is None and blob is None:
+            data = held.get(key) if blob is None else self._verification(blob, key)
+            if data is None and blob is None:
                 continue
-            out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode())
+            hashes, furniture = data if data is not None else (None, NO_LINES)
+            out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode(),
+                               furniture)
         return out
 
     def _held_details(self, candidate: Candidate) -> Details | None:
@@ -381,7 +383,7 @@ class RedisIndex(Index):
         page = self._kept.page(candidate.key)
         if page is None:
             return None
-        hashes, id_, url, host = page
+        data, id_, url, host = page
         head = (id_, url)  # the candidate is its group's canonical
         if not candidate.canonical_key:
             head = ("", "")  # the group has no canonical record
@@ -390,7 +392,7 @@ class RedisIndex(Index):
             if canonical is None:
                 return None
             head = (canonical[1], canonical[2])
-        return Details(id_, url, host, hashes, *head)
+        return Details(id_, url, host, data.hashes, *head, data.furniture)
 
     @staticmethod
     def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | object | None]:
@@ -414,7 +416,7 @@ class RedisIndex(Index):
         return rows
 
     async def _cluster_details(
-        self, candidates: list[Candidate], held: dict[bytes, np.ndarray]
+        self, candidates: list[Candidate], held: dict[bytes, Verification]
     ) -> list[tuple[bytes | None, ...] | None]:
         """Page data of candidates and their canonicals, read where a cluster keeps it: spread over
         the nodes, out of the function's reach; the blobs of hashes ``held`` are not read."""
@@ -452,7 +454,8 @@ class RedisIndex(Index):
         return Joined(rid, group, canonical, size, bool(findable))
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
-        data = await self._write_data(record, banded=False)
+        # A short text stripped of furniture keeps its data: a same-host holder is checked on it.
+        data = await self._write_data(record, banded=bool(len(record.furniture.lines)))
         digest = digest[:16].ljust(16, b"\0")
         head, *_ = await self._batched("check_add_exact", digest, *self._record_args(record), *data)
         _, added, _, _, stale, candidates = self._lookup_reply(head)
@@ -500,10 +503,9 @@ class RedisIndex(Index):
             id_, url, host, first_seen, retention = (field.decode() for field in fields)
             if key not in (id_, url):  # two keys whose 8-byte handles collide
                 continue
-            hashes = self._hashes(blob) if blob is not None else _NO_HASHES
             stored = StoredRecord(
                 rid, gid, bool(canonical), id_, url, host, int.from_bytes(fingerprint, "big"), float(first_seen),
-                retention, bool(pending), _NO_HASHES if hashes is None else hashes,
+                retention, bool(pending), self._stored_hashes(blob),
             )
             out.append((stored, write_id))
         return sorted(out, key=lambda pair: pair[0].rid)

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 
 from scrapy_simhash.index.base import (
     LISTED_PER_KEY,
@@ -161,9 +160,14 @@ class SQLiteIndex(Index):
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
         rows = await self._run(self._details, [(c.rid, c.canonical) for c in candidates])
         return [
-            None if row is None else Details(*row[:3], self._hashes(row[3], c.key), *row[4:])
-            for row, c in zip(rows, candidates, strict=True)
+            None if row is None else self._row_details(row, c.key) for row, c in zip(rows, candidates, strict=True)
         ]
+
+    def _row_details(self, row: tuple, key: bytes) -> Details:
+        data = self._verification(row[3], key)
+        if data is None:
+            return Details(*row[:3], None, *row[4:])
+        return Details(*row[:3], data.hashes, *row[4:], data.furniture)
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
@@ -396,7 +400,7 @@ class SQLiteIndex(Index):
                 record.host,
                 to_signed(record.fingerprint),
                 sketch,
-                record.blob() if banded else None,
+                record.blob() if banded or digest is not None and len(record.furniture.lines) else None,
                 digest,
                 record.first_seen,
                 record.retention,
@@ -497,7 +501,7 @@ class SQLiteIndex(Index):
         return [
             StoredRecord(
                 rid, gid, bool(canonical), id_, url, host, to_unsigned(fp), first_seen, retention, bool(pending),
-                self._hashes(blob) if blob is not None else np.empty(0, np.uint32),
+                self._stored_hashes(blob),
             )
             for rid, gid, canonical, id_, url, host, fp, first_seen, retention, pending, blob in rows
         ]

@@ -81,7 +81,8 @@ class BackendsAgree(RuleBasedStateMachine):
     @rule(**pages)
     def ingest_short_text(self, text, id_, url, short) -> None:
         digest = hashlib.blake2b(repr(text).encode(), digest_size=16).digest()
-        self.placed(place_exact, record(id_, TEXTS[text], url=url, retention="short" if short else "default"), digest)
+        self.placed(place_exact, record(id_, TEXTS[text], url=url, retention="short" if short else "default"), digest,
+                    THRESHOLD)
 
     def placed(self, fn, new, *args) -> None:
         placements = [self.answer(fn(index, new, *args)) for index in self.indexes]

@@ -297,3 +297,29 @@ def test_the_settings_are_checked() -> None:
     config = read(Settings({"SIMHASH_BOILERPLATE": "True"}), "s")
     assert config.boilerplate and config.boilerplate_sample_pages == 3
     assert json.dumps(config.boilerplate_warmup_timeout) == "10.0"
+
+
+# --- the guard: content taken for furniture never merges distinct pages ---------------------------
+
+
+STATEMENT = [words(f"statement{p}w", 30) for p in range(6)]  # quoted whole by every early story
+UPDATE = [words("update", 60)]  # a paragraph the later stories share
+
+
+async def test_distinct_pages_alike_only_once_content_taken_for_furniture_is_removed_are_kept(settings) -> None:
+    """Every story of the sample quotes the same statement, so the learner takes it for furniture. Two
+    later stories, one quoting all of it and one a third, share one paragraph besides: without
+    furniture they are the same text, whole they are far apart (Jaccard ~0.6). Both are kept, and the
+    rejection is logged with the whole texts' Jaccard."""
+    pipeline = await open_pipeline(settings)
+    try:
+        sample = [asyncio.ensure_future(feed(pipeline, item("a.example", n, STATEMENT + article(n))))
+                  for n in range(3)]
+        assert all(await asyncio.gather(*sample))
+        assert await feed(pipeline, item("a.example", 10, STATEMENT + UPDATE))
+        assert await feed(pipeline, item("a.example", 11, STATEMENT[:2] + UPDATE))
+        assert not await feed(pipeline, item("a.example", 12, STATEMENT + UPDATE))  # a true copy still goes
+    finally:
+        await pipeline.close_spider()
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/guarded"] == 1 and stats["simhash/duplicates"] == 1

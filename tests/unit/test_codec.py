@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash.index.codec import decode_hashes, encode_hashes, encoded_size, to_signed, to_unsigned
+from scrapy_simhash.furniture_lines import FurnitureLines
+from scrapy_simhash.index.codec import (
+    decode_hashes,
+    decode_verification,
+    encode_hashes,
+    encode_verification,
+    encoded_size,
+    to_signed,
+    to_unsigned,
+)
 
 hash_sets = st.sets(st.integers(0, 2**32 - 1), max_size=300).map(lambda s: np.array(sorted(s), dtype=np.uint32))
 
@@ -64,3 +73,22 @@ def test_unsorted_repeated_or_wide_hashes_are_refused(bad):
 def test_fingerprints_survive_sqlite_signed_integers(fingerprint):
     signed = to_signed(fingerprint)
     assert -(2**63) <= signed < 2**63 and to_unsigned(signed) == fingerprint
+
+
+@settings(deadline=None)  # two encodes: a loaded machine, not the code, is what a deadline would catch
+@given(hash_sets, hash_sets)
+def test_verification_with_removed_lines_round_trips(hashes, lines):
+    words = (lines % 50).astype(np.uint16)
+    blob = encode_verification(hashes, FurnitureLines(lines, words))
+    decoded, furniture = decode_verification(blob, 10**6)
+    assert np.array_equal(decoded, hashes) and np.array_equal(furniture.lines, lines)
+    assert np.array_equal(furniture.words, words)
+    if not len(lines):
+        assert blob == encode_hashes(hashes)
+
+
+def test_a_verification_blob_with_a_cut_lines_section_is_refused():
+    lines = FurnitureLines(np.arange(10, dtype=np.uint32), np.ones(10, dtype=np.uint16))
+    blob = encode_verification(np.arange(20, dtype=np.uint32), lines)
+    with pytest.raises(ValueError):
+        decode_verification(blob[:-1], 10**6)

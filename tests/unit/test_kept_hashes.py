@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_simhash.index.base import _KeptHashes
+from scrapy_simhash.furniture_lines import FurnitureLines
+from scrapy_simhash.index.base import Verification, _KeptHashes
 
 
-def values(count: int) -> np.ndarray:
-    return np.arange(count, dtype=np.uint32)
+def values(count: int) -> Verification:
+    return Verification(np.arange(count, dtype=np.uint32))
 
 
 def test_the_least_recently_used_hashes_go_first_past_the_budget():
@@ -27,3 +28,11 @@ def test_hashes_larger_than_the_budget_are_not_held():
     kept.put(b"a", values(100))
     kept.put(b"huge", values(301))
     assert kept.get(b"huge") is None and kept.get(b"a") is not None
+
+
+def test_removed_lines_count_against_the_budget():
+    kept = _KeptHashes(budget=300)
+    kept.put(b"a", values(100))
+    lines = FurnitureLines(np.arange(150, dtype=np.uint32), np.ones(150, dtype=np.uint16))
+    kept.put(b"b", Verification(np.arange(100, dtype=np.uint32), lines))
+    assert kept.get(b"a") is None and kept.get(b"b").furniture is lines
