@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import html_text
+import lxml.etree
+import lxml.html
 from itemadapter import ItemAdapter
 
 from scrapy_simhash.fingerprint import tokens
@@ -66,13 +68,26 @@ def _strings(name: str, value: Any) -> Iterable[str]:
         raise BadFieldError(f"field {name!r} holds {type(value).__name__}, not text")
 
 
-def _html_text(value: str) -> str:
-    """The text of HTML ``value``; a lone surrogate (a broken decode, half an emoji pair), which the
-    HTML parser cannot encode, is read as U+FFFD."""
+# libxml2 stops descending 255 elements deep unless told a tree may be huge (then 2,048): below that
+# depth a page read as empty text, and was judged on what else it had (a title alone).
+_PARSER = lxml.html.HTMLParser(recover=True, encoding="utf-8", huge_tree=True)
+# HTML at least this long that yields not one word was not read: the item is not judged on the rest.
+HTML_WITHOUT_TEXT = 1000
+
+
+def _html_text(name: str, value: str) -> str:
+    """The text of HTML ``value``, parsed as html-text does but at any depth; a lone surrogate (a
+    broken decode, half an emoji pair), which the parser cannot encode, is read as U+FFFD."""
+    body = value.strip().replace("\x00", "")
     try:
-        return html_text.extract_text(value)
+        encoded = body.encode("utf-8")
     except UnicodeEncodeError:
-        return html_text.extract_text(value.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+        encoded = body.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    root = lxml.etree.fromstring(encoded or b"<html/>", parser=_PARSER)
+    text = html_text.extract_text(root) if root is not None else ""
+    if not text.strip() and len(value) >= HTML_WITHOUT_TEXT:
+        raise BadFieldError(f"field {name!r} holds {len(value):,} characters of HTML that yield no text")
+    return text
 
 
 def extract_text(
@@ -95,7 +110,7 @@ def extract_text(
             if budget is not None and len(value) > budget:
                 value, truncated = value[:budget], True
             is_html = looks_like_html(value) if html is None else name in html
-            text = (_html_text(value) if is_html else value).strip()
+            text = (_html_text(name, value) if is_html else value).strip()
             if text:
                 parts.append(text)
                 budget = None if budget is None else max(budget - len(text) - 2, 0)

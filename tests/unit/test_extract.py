@@ -118,3 +118,19 @@ def test_host_of() -> None:
 def test_exact_digest_ignores_case_spacing_and_punctuation_only() -> None:
     assert exact_digest("Hello,   World!") == exact_digest("hello world")
     assert exact_digest("hello world") != exact_digest("hello there world")
+
+
+def nested(depth: int, text: str) -> str:
+    return "<html><body>" + "<div>" * depth + text + "</div>" * depth + "</body></html>"
+
+
+def test_html_nested_past_the_parsers_default_depth_is_read() -> None:
+    """libxml2 gives up 255 elements deep by default; such pages read as empty text."""
+    assert extract_text({"body_text": nested(400, "deep article text")}, FIELDS).text == "deep article text"
+
+
+def test_html_that_yields_no_text_is_reported_not_judged_on_the_other_fields() -> None:
+    item = {"title": "Home", "body_text": nested(3000, "text past any parser's depth")}
+    with pytest.raises(BadFieldError, match="body_text.*yield no text"):
+        extract_text(item, ["title", "body_text"])
+    assert extract_text({"title": "Home", "body_text": "<div><img src='a.png'></div>"}, ["title", "body_text"]).text == "Home"
