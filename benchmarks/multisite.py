@@ -663,12 +663,12 @@ def recording_pipeline(recorder: Recorder) -> type:
         def __init__(self, store: Any) -> None:
             self.store = store
 
-        async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+        async def load_boilerplate(self, host: str) -> bytes | None:
             return await self.store.load_boilerplate(host)
 
-        async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
+        async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
             recorder.saved[host] = len(blob)
-            await self.store.save_boilerplate(host, version, blob)
+            return await self.store.save_boilerplate(host, version, blob)
 
     class RecordingLearner(BoilerplateLearner):
         async def open(self, store: Any) -> None:

@@ -15,10 +15,10 @@ import time
 import unicodedata
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -433,11 +433,12 @@ def decode(blob: bytes) -> Furniture:
 
 
 class BoilerplateStore(Protocol):
-    """Where learned furniture persists (the index): a versioned blob per host."""
+    """Where learned furniture persists (the index): one blob per host, the first stored for good."""
 
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None: ...
+    async def load_boilerplate(self, host: str) -> bytes | None: ...
 
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None: ...
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        """Store ``blob`` unless the host has one: return the one the host has now."""
 
 
 class Stripped(NamedTuple):
@@ -464,6 +465,7 @@ class _Warmup:
     deadline: asyncio.TimerHandle
     started: float = field(default_factory=time.monotonic)
     pages: list[PageLines] = field(default_factory=list)
+    settling: bool = False  # learned, agreeing with the index: later pages wait, not join the sample
 
 
 class BoilerplateLearner:
@@ -519,13 +521,14 @@ class BoilerplateLearner:
                 loop = asyncio.get_running_loop()
                 deadline = loop.call_later(self.warmup_timeout, self._finish, host, "warm-up timeout")
                 warmup = self._warmups[host] = _Warmup(loop.create_future(), deadline)
-            warmup.pages.append(page)
-            self.held += 1
-            self.stats.max_value("simhash/boilerplate/held_max", self.held)
-            if len(warmup.pages) >= self.sample_pages:
-                self._finish(host, "sample complete")
-            else:
-                self._relieve()
+            if not warmup.settling:
+                warmup.pages.append(page)
+                self.held += 1
+                self.stats.max_value("simhash/boilerplate/held_max", self.held)
+                if len(warmup.pages) >= self.sample_pages:
+                    self._finish(host, "sample complete")
+                else:
+                    self._relieve()
             state = await asyncio.shield(warmup.ready)
         elif state.sample is not None:
             self._collect(host, state, page)
@@ -574,15 +577,14 @@ class BoilerplateLearner:
             return None
         if stored is None:
             return None
-        version, blob = stored
         try:
-            furniture = decode(blob)
+            furniture = decode(stored)
         except BlobError as exc:
             logger.warning("Stored furniture of %r is unreadable (%s): learning it again", host, exc)
             return None
         self.stats.inc_value("simhash/boilerplate/hosts_loaded")
         sample = [] if furniture.pages < self.sample_pages else None
-        state = _Host(furniture, int(version), sample)
+        state = _Host(furniture, furniture.version, sample)
         # Published by the load itself, before anyone awaiting it runs: a page of the host arriving
         # between the load's end and its caller's turn must find it, not load it again. Another page
         # may have started or even ended a warm-up meanwhile: that one wins.
@@ -612,17 +614,34 @@ class BoilerplateLearner:
         assert state.sample is not None
         state.sample.append(page)
         if len(state.sample) >= self.sample_pages:
-            self._learned(host, state.sample, "relearned")
+            sample, state.sample = state.sample, None
+            self._track(self._learned(host, sample, "relearned"))
+
+    def _track(self, step: Coroutine[Any, Any, object]) -> None:
+        """Run a step that close() waits for."""
+        task = asyncio.ensure_future(step)
+        self._saves.add(task)
+        task.add_done_callback(self._saves.discard)
 
     def _finish(self, host: str, reason: str) -> None:
-        warmup = self._warmups.pop(host, None)
-        if warmup is None:
+        warmup = self._warmups.get(host)
+        if warmup is None or warmup.settling:
             return
+        warmup.settling = True
         warmup.deadline.cancel()
-        self.held -= len(warmup.pages)
+        self.held -= len(warmup.pages)  # released for the sake of MAX_HELD: they go within a round trip
+        self._track(self._settle(host, warmup, reason))
+
+    async def _settle(self, host: str, warmup: _Warmup, reason: str) -> None:
+        """Learn from the warm-up's pages, agree with the index, then let them and every later page go."""
+        try:
+            state = await self._learned(host, warmup.pages, "learned" if len(warmup.pages) >= 2 else "without")
+        except Exception:  # held pages must never wait for good: they go on unstripped
+            logger.exception("Could not learn the furniture of %r", host, extra={"spider": self.crawler.spider})
+            state = self._publish(host, _Host(NO_FURNITURE, 0))
+        del self._warmups[host]
         waited = time.monotonic() - warmup.started
         self.stats.max_value("simhash/boilerplate/held_seconds_max", round(waited, 3))
-        state = self._learned(host, warmup.pages, "learned" if len(warmup.pages) >= 2 else "without")
         logger.debug(
             "Warm-up of %(host)r over (%(reason)s) after %(waited).2fs: %(pages)d pages, furniture version %(version)d",
             {"host": host, "reason": reason, "waited": waited, "pages": len(warmup.pages), "version": state.version},
@@ -630,25 +649,40 @@ class BoilerplateLearner:
         )
         warmup.ready.set_result(state)
 
-    def _learned(self, host: str, pages: list[PageLines], how: str) -> _Host:
+    async def _learned(self, host: str, pages: list[PageLines], how: str) -> _Host:
         furniture = learn(pages[-MAX_SAMPLE_PAGES:], self.fingerprinter)
         complete = len(pages) >= self.sample_pages
+        if complete:
+            furniture = await self._agreed(host, furniture)
         state = self._publish(host, _Host(furniture, furniture.version, None if complete else list(pages)))
         self.stats.inc_value(f"simhash/boilerplate/hosts_{how}")
-        if state.version:
-            save = asyncio.ensure_future(self._save(host, state.version, encode(furniture)))
-            self._saves.add(save)
-            save.add_done_callback(self._saves.discard)
         return state
 
-    async def _save(self, host: str, version: int, blob: bytes) -> None:
+    async def _agreed(self, host: str, furniture: Furniture) -> Furniture:
+        """The host's furniture as every crawl on this index has it: the first set learned from a full
+        sample that was stored, which this one is if no other came first. Pages stripped of different
+        furniture by two crawls would not look alike, copies of one page included."""
         assert self.store is not None
+        blob = encode(furniture)
         try:
-            await self.store.save_boilerplate(host, version, blob)
-        except Exception as exc:  # the crawl goes on; the next one learns the host again
+            if furniture.version:
+                stored = await self.store.save_boilerplate(host, furniture.version, blob)
+            else:
+                stored = await self.store.load_boilerplate(host)
+        except Exception as exc:  # the crawl goes on with its own; the next one learns the host again
             self._store_failed(
                 "save", "Could not save the furniture of %r; the next crawl learns it again: %s", host, exc
             )
+            return furniture
+        if stored is None or stored == blob:
+            return furniture
+        try:
+            adopted = decode(stored)
+        except BlobError as exc:
+            logger.warning("Stored furniture of %r is unreadable (%s): keeping what this crawl learned", host, exc)
+            return furniture
+        self.stats.inc_value("simhash/boilerplate/hosts_adopted")
+        return adopted
 
     def _store_failed(self, step: str, message: str, *args: object) -> None:
         """The first failure of a step is a warning, later ones are debug: an index that is down fails
@@ -661,10 +695,11 @@ class BoilerplateLearner:
 
     def _relieve(self) -> None:
         """Past SIMHASH_BOILERPLATE_MAX_HELD pages, or with Scrapy's scraper slot full, the oldest warm-ups end."""
-        while self._warmups and self.held > self.max_held:
-            self._finish(next(iter(self._warmups)), "SIMHASH_BOILERPLATE_MAX_HELD")
-        if self._warmups and self._scraper_full():
-            self._finish(next(iter(self._warmups)), "scraper slot full")
+        collecting = (host for host, warmup in self._warmups.items() if not warmup.settling)
+        while self.held > self.max_held and (host := next(collecting, None)) is not None:
+            self._finish(host, "SIMHASH_BOILERPLATE_MAX_HELD")
+        if self._scraper_full() and (host := next(collecting, None)) is not None:
+            self._finish(host, "scraper slot full")
 
     async def _tick(self) -> None:
         """End warm-ups the crawl cannot complete: nothing else in flight, or a full scraper slot."""

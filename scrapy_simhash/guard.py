@@ -111,11 +111,11 @@ class GuardedIndex:
     async def expire(self) -> int:
         return await self._call(self.index.expire)
 
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+    async def load_boilerplate(self, host: str) -> bytes | None:
         return await self._call(self.index.load_boilerplate, host)
 
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
-        await self._call(self.index.save_boilerplate, host, version, blob)
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        return await self._call(self.index.save_boilerplate, host, version, blob)
 
     async def close(self) -> None:
         if self._failed_items:

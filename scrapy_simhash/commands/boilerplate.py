@@ -44,13 +44,12 @@ class Command(ScrapyCommand):
         if stored is None:
             print(f"{host}: no furniture in {where} (prefix {config.key_prefix})")
             return
-        version, blob = stored
         try:
-            furniture = decode(blob)
+            furniture = decode(stored)
         except BlobError as exc:
-            print(f"{host}: version {version} in {where}, unreadable: {exc}")
+            print(f"{host}: furniture in {where}, unreadable: {exc}")
             return
-        print(f"{host}: version {version} in {where}")
+        print(f"{host}: version {furniture.version} in {where}")
         print(f"learned from {furniture.pages} pages ({furniture.documents} documents): {len(furniture.lines)} lines,"
               f" {len(furniture.slots)} byline-like slots, {len(furniture.verification)} verification hashes")
         print("lines most pages have:")
@@ -58,7 +57,7 @@ class Command(ScrapyCommand):
             print(f"  {line}")
 
     @staticmethod
-    async def _load(config: SimhashSettings, host: str) -> tuple[int, bytes] | None:
+    async def _load(config: SimhashSettings, host: str) -> bytes | None:
         layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
         index = open_index(config.index_url, layout=layout, key_prefix=config.key_prefix, create=False)
         try:

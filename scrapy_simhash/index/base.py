@@ -420,10 +420,13 @@ class Index(ABC):
         """Erase the groups whose retention has passed; return how many records went."""
 
     @abstractmethod
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None: ...
+    async def load_boilerplate(self, host: str) -> bytes | None:
+        """The host's stored furniture blob."""
 
     @abstractmethod
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None: ...
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        """Store ``blob`` as the host's furniture unless it has some, atomically: the first one stored
+        stays (every crawl on the index strips a host alike). Returns the blob the host has now."""
 
     @abstractmethod
     async def count(self) -> int:

@@ -546,12 +546,15 @@ class RedisIndex(Index):
                     pipe.delete(self._data_key(write_id))
                 await pipe.execute()
 
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
-        version, blob = await self.client.hmget(f"{self.prefix}:h:{host}", "v", "b")
-        return None if version is None else (int(version), blob)
+    async def load_boilerplate(self, host: str) -> bytes | None:
+        return await self.client.hget(f"{self.prefix}:h:{host}", "b")
 
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
-        await self.client.hset(f"{self.prefix}:h:{host}", mapping={"v": version, "b": blob})
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        key = f"{self.prefix}:h:{host}"
+        if await self.client.hsetnx(key, "b", blob):  # the first set stored wins, atomically
+            await self.client.hset(key, "v", version)  # for a person reading the key
+            return blob
+        return await self.load_boilerplate(host) or blob
 
     async def count(self) -> int:
         return int(await self.client.get(f"{self.prefix}:c") or 0)

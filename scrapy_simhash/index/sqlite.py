@@ -199,11 +199,13 @@ class SQLiteIndex(Index):
     async def expire(self) -> int:
         return await self._run(self._expire)
 
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
-        return await self._run(self._one, "SELECT version, blob FROM boilerplate WHERE host = ?", (host,))
+    async def load_boilerplate(self, host: str) -> bytes | None:
+        row = await self._run(self._one, "SELECT blob FROM boilerplate WHERE host = ?", (host,))
+        return None if row is None else row[0]
 
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
-        await self._run(self._write, "INSERT OR REPLACE INTO boilerplate VALUES (?, ?, ?)", (host, version, blob))
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        await self._run(self._write, "INSERT OR IGNORE INTO boilerplate VALUES (?, ?, ?)", (host, version, blob))
+        return await self.load_boilerplate(host) or blob
 
     async def count(self) -> int:
         return (await self._run(self._one, "SELECT COUNT(*) FROM records", ()))[0]

@@ -642,8 +642,10 @@ async def test_short_texts_match_exactly(make_index):
 async def test_boilerplate_sets_round_trip(make_index):
     index = await make_index()
     assert await index.load_boilerplate("example.com") is None
-    await index.save_boilerplate("example.com", 7, b"\x00set")
-    assert await index.load_boilerplate("example.com") == (7, b"\x00set")
+    assert await index.save_boilerplate("example.com", 7, b"\x00set") == b"\x00set"
+    assert await index.load_boilerplate("example.com") == b"\x00set"
+    assert await index.save_boilerplate("example.com", 8, b"another") == b"\x00set"  # the first one stays
+    assert await index.load_boilerplate("example.com") == b"\x00set"
 
 
 async def test_an_index_refuses_another_layout(make_index):

@@ -251,10 +251,10 @@ async def test_a_warmup_that_ended_short_is_learned_again_once_and_earlier_pages
 class BrokenStore:
     """A store whose every call fails, as an unreachable index does once its retries are spent."""
 
-    async def load_boilerplate(self, host: str) -> tuple[int, bytes] | None:
+    async def load_boilerplate(self, host: str) -> bytes | None:
         raise ConnectionError("index down")
 
-    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> None:
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
         raise ConnectionError("index down")
 
 
@@ -323,3 +323,28 @@ async def test_distinct_pages_alike_only_once_content_taken_for_furniture_is_rem
         await pipeline.close_spider()
     stats = simhash_stats(pipeline)
     assert stats["simhash/boilerplate/guarded"] == 1 and stats["simhash/duplicates"] == 1
+
+
+async def test_two_crawls_on_one_index_strip_a_host_with_one_furniture(redis_server_url, redis_prefix, tmp_path):
+    """Two crawls learn one host at once from different first pages, whose sample makes different
+    furniture (the second's pages share a paragraph): the first set stored is the one both use."""
+    def crawl(name: str) -> dict:
+        return {"SIMHASH_BOILERPLATE": True, "SIMHASH_INDEX_URL": redis_server_url, "SIMHASH_KEY_PREFIX": redis_prefix,
+                "SIMHASH_MERGE_LOG": str(tmp_path / f"{name}.jsonl"), "SIMHASH_BOILERPLATE_SAMPLE_PAGES": 3}
+
+    first, second = await open_pipeline(crawl("first")), await open_pipeline(crawl("second"))
+    try:
+        held = [asyncio.ensure_future(feed(first, item("a.example", n))) for n in range(2)]
+        held += [asyncio.ensure_future(feed(second, item("a.example", n, STATEMENT[:1] + article(n)))) for n in (3, 4)]
+        await until(lambda: first.learner.held == second.learner.held == 2)  # both are learning the host
+        last = item("a.example", 5, STATEMENT[:1] + article(5))
+        await asyncio.gather(feed(first, item("a.example", 2)), feed(second, last), *held)
+        assert await feed(second, item("a.example", 6, STATEMENT[:1] + article(6)))
+        assert not await feed(first, item("a.example", 6, STATEMENT[:1] + article(6)))  # stripped alike: found
+        versions = {pipeline.learner._hosts["a.example"].version for pipeline in (first, second)}
+    finally:
+        await first.close_spider()
+        await second.close_spider()
+    assert len(versions) == 1 and 0 not in versions
+    adopted = [simhash_stats(pipeline)["simhash/boilerplate/hosts_adopted"] for pipeline in (first, second)]
+    assert sorted(adopted) == [0, 1]
