@@ -253,9 +253,11 @@ def learn(pages: list[PageLines], fingerprinter: Fingerprinter | None = None) ->
         axis=0,
     )
     hashes, spread = np.unique(pairs[:, 0], return_counts=True)
-    repeated = set(hashes[spread >= 2].tolist())
-    template = set(hashes[spread >= _template_documents(count)].tolist())
     sequences = [page.hashes[page.counts > 0].tolist() for page in pages]
+    repeated = set(hashes[spread >= 2].tolist())
+    inside = _inside_prose(sequences, [page.counts[page.counts > 0].tolist() for page in pages], repeated)
+    repeated -= inside
+    template = set(hashes[spread >= _template_documents(count)].tolist()) - inside
     furniture = template | _template_blocks(sequences, template, repeated)
     lines = np.array(sorted(furniture), dtype=np.uint64)
     anchors, after = _skeleton(sequences, template)
@@ -273,6 +275,18 @@ def learn(pages: list[PageLines], fingerprinter: Fingerprinter | None = None) ->
     verification = verification_hashes(np.concatenate(shingles)) if shingles else NO_FURNITURE.verification
     shown = tuple(line for line, _ in examples.most_common(EXAMPLES))
     return Furniture(lines, anchors, after, grouped, slots, verification, len(pages), count, shown)
+
+
+def _inside_prose(sequences: list[list[int]], counts: list[list[int]], shared: set[int]) -> set[int]:
+    """Shared lines that stand between two lines of prose of a sample page's own: a template sits
+    before and after the content, so such a line is the content's, however many pages have it (a
+    sentence every page of a manual has, a quoted statement, a line of a page's other version)."""
+    inside: set[int] = set()
+    for sequence, words in zip(sequences, counts):
+        own = [i for i, (line, n) in enumerate(zip(sequence, words)) if n >= LONG_LINE and line not in shared]
+        if len(own) >= 2:
+            inside.update(line for line in sequence[own[0] + 1 : own[-1]] if line in shared)
+    return inside
 
 
 def _neighbours(sequence: list[int], i: int) -> list[int]:

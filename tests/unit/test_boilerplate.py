@@ -77,6 +77,17 @@ def test_a_sentence_two_articles_share_and_a_menu_word_in_an_article_are_content
     assert stripped_lines(furniture, site_page(3, listed, pages=5)) == listed
 
 
+def test_lines_every_article_has_inside_its_prose_are_content() -> None:
+    """A manual's pages all say ``For example::`` and ``.. code-block:: python`` between paragraphs:
+    the template stands before and after the content, so such lines are the articles' own."""
+    idioms = ["For example::", ".. code-block:: python", "asyncio"]
+    bodies = [[*article(n, 2), *idioms, *article(n + 10, 2)] for n in range(3)]
+    furniture = learn([page_lines(site_page(n, body)) for n, body in enumerate(bodies)])
+    assert not {line for line in furniture.examples if line in idioms}
+    later = [*article(7, 2), *idioms, *article(17, 2)]
+    assert stripped_lines(furniture, site_page(7, later, pages=8)) == later
+
+
 def test_an_article_of_short_lines_is_kept() -> None:
     """No long line on the page: nothing tells the article from a list of links, so only template lines go."""
     furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
