@@ -223,14 +223,18 @@ class Furniture:
         return drop
 
     def strip(self, page: PageLines) -> str:
-        return self.remove(page)[0]
+        removed = self.remove(page)
+        return "\n".join(page.lines) if removed is None else removed[0]
 
-    def remove(self, page: PageLines) -> tuple[str, FurnitureLines]:
-        """The page's text without its furniture, and the lines removed."""
+    def remove(self, page: PageLines) -> tuple[str, FurnitureLines] | None:
+        """The page's text without its furniture, and the lines removed; None when every word of the
+        page would go: a page is never all furniture, the learner took its content for some."""
         if not len(self.lines) and not self.slots:
             return "\n".join(page.lines), NO_LINES
         drop = self.mask(page)
         removed = np.array(drop, dtype=bool)
+        if page.counts[~removed].sum() == 0 < page.counts.sum():
+            return None
         text = "\n".join(line for line, dropped in zip(page.lines, drop) if not dropped)
         return text, furniture_lines(page.hashes[removed], page.counts[removed])
 
@@ -560,7 +564,11 @@ class BoilerplateLearner:
             self._finish(host, reason)
 
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
-        text, lines = state.furniture.remove(page)
+        removed = state.furniture.remove(page)
+        if removed is None:  # judged on its whole text, as without the learner
+            self.stats.inc_value("simhash/boilerplate/pages_kept_whole")
+            return Stripped("\n".join(page.lines), 0)
+        text, lines = removed
         self.stats.inc_value("simhash/boilerplate/pages_stripped")
         removed = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
         if removed:

@@ -88,6 +88,15 @@ def test_lines_every_article_has_inside_its_prose_are_content() -> None:
     assert stripped_lines(furniture, site_page(7, later, pages=8)) == later
 
 
+def test_a_page_that_would_lose_every_word_keeps_its_whole_text() -> None:
+    """A page is never all furniture: when the learner would take every word, it took content."""
+    statement = [words(f"s{p}w", 30) for p in range(3)]
+    furniture = learn([page_lines(site_page(n, statement + article(n))) for n in range(3)])
+    copy_of_statement = site_page(0, statement)
+    assert furniture.remove(page_lines(copy_of_statement)) is None
+    assert furniture.strip(page_lines(copy_of_statement)) == copy_of_statement
+
+
 def test_an_article_of_short_lines_is_kept() -> None:
     """No long line on the page: nothing tells the article from a list of links, so only template lines go."""
     furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
