@@ -464,7 +464,7 @@ local function insert(a, sketch, flags, digest)
     local r = {rid = rid, flags = flags, gid = gid, fp = fp, wid = wid, session = session, idh = idh, urlh = urlh,
                sketch = sketch}
     store_record(r)
-    write_data(wid, a + 7, has(flags, BANDED))
+    write_data(wid, a + 7, ARGV[a + 7] ~= '')  -- a blob sent is kept (banded, or a short text's with furniture)
     if has(flags, BANDED) then enband(r) end
     if digest then
         local key, field = sharded('x', digest)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 
+from scrapy_simhash.furniture_lines import FurnitureLines
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY, MAX_BANDED_MEMBERS
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
@@ -52,6 +53,22 @@ async def test_a_near_copy_finds_the_original_and_a_distinct_text_does_not(make_
     assert details.id == details.canonical_id == "first" and np.array_equal(details.hashes, original)
     distinct = await index.check_and_add(record("distinct", hashes(3)))
     assert distinct.added and not distinct.candidates
+
+
+async def test_the_lines_furniture_removal_took_come_back_with_a_records_data(make_index):
+    """Read by this crawl (held) and by another (from the store), long and short texts alike."""
+    index, other = await make_index(), await make_index()
+    lines = FurnitureLines(np.array([3, 70, 2**32 - 1], dtype=np.uint32), np.array([2, 9, 40], dtype=np.uint16))
+    original, short = hashes(5), hashes(6, count=12)
+    await index.check_and_add(record("first", original, host="a.example", furniture=lines))
+    await index.check_and_add_exact(record("short", short, host="a.example", furniture=lines), b"\x07" * 16)
+    for reader in (index, other):
+        [details] = await reader.details((await reader.check_and_add(record("copy", original))).candidates)
+        assert np.array_equal(details.furniture.lines, lines.lines)
+        assert np.array_equal(details.furniture.words, lines.words)
+        holder = (await reader.check_and_add_exact(record("again", short), b"\x07" * 16)).holder
+        [details] = await reader.details([holder])
+        assert np.array_equal(details.hashes, short) and np.array_equal(details.furniture.lines, lines.lines)
 
 
 async def test_a_record_newer_than_since_is_the_only_candidate(make_index):
