@@ -597,12 +597,8 @@ class BoilerplateLearner:
         except Exception as exc:  # any store failure: learn again rather than fail the item
             self._store_failed("load", "Could not load the furniture of %r, learning it again: %s", host, exc)
             return None
-        if stored is None:
-            return None
-        try:
-            furniture = decode(stored)
-        except BlobError as exc:
-            logger.warning("Stored furniture of %r is unreadable (%s): learning it again", host, exc)
+        furniture = self._readable(host, stored, "learning it again") if stored is not None else None
+        if furniture is None:
             return None
         self.stats.inc_value("simhash/boilerplate/hosts_loaded")
         sample = [] if furniture.pages < self.sample_pages else None
@@ -698,13 +694,19 @@ class BoilerplateLearner:
             return furniture
         if stored is None or stored == blob:
             return furniture
-        try:
-            adopted = decode(stored)
-        except BlobError as exc:
-            logger.warning("Stored furniture of %r is unreadable (%s): keeping what this crawl learned", host, exc)
+        adopted = self._readable(host, stored, "keeping what this crawl learned")
+        if adopted is None:
             return furniture
         self.stats.inc_value("simhash/boilerplate/hosts_adopted")
         return adopted
+
+    @staticmethod
+    def _readable(host: str, blob: bytes, otherwise: str) -> Furniture | None:
+        try:
+            return decode(blob)
+        except BlobError as exc:
+            logger.warning("Stored furniture of %r is unreadable (%s): %s", host, exc, otherwise)
+            return None
 
     def _store_failed(self, step: str, message: str, *args: object) -> None:
         """The first failure of a step is a warning, later ones are debug: an index that is down fails
