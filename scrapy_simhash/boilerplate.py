@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import Fingerprinter, segment_hashes, verification_hashes
-from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines, furniture_lines
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -223,20 +222,18 @@ class Furniture:
         return drop
 
     def strip(self, page: PageLines) -> str:
-        removed = self.remove(page)
-        return "\n".join(page.lines) if removed is None else removed[0]
+        stripped = self.remove(page)
+        return "\n".join(page.lines) if stripped is None else stripped
 
-    def remove(self, page: PageLines) -> tuple[str, FurnitureLines] | None:
-        """The page's text without its furniture, and the lines removed; None when every word of the
-        page would go: a page is never all furniture, the learner took its content for some."""
+    def remove(self, page: PageLines) -> str | None:
+        """The page's text without its furniture; None when every word of the page would go: a page
+        is never all furniture, the learner took its content for some."""
         if not len(self.lines) and not self.slots:
-            return "\n".join(page.lines), NO_LINES
+            return "\n".join(page.lines)
         drop = self.mask(page)
-        removed = np.array(drop, dtype=bool)
-        if page.counts[~removed].sum() == 0 < page.counts.sum():
+        if page.counts[~np.array(drop, dtype=bool)].sum() == 0 < page.counts.sum():
             return None
-        text = "\n".join(line for line, dropped in zip(page.lines, drop) if not dropped)
-        return text, furniture_lines(page.hashes[removed], page.counts[removed])
+        return "\n".join(line for line, dropped in zip(page.lines, drop) if not dropped)
 
 
 _NONE = np.empty(0, np.uint64)
@@ -460,12 +457,10 @@ class BoilerplateStore(Protocol):
 
 
 class Stripped(NamedTuple):
-    """A page's text without its host's furniture, the version of the furniture that was removed (0:
-    none), and the lines it removed."""
+    """A page's text without its host's furniture, and the version of the furniture that was removed (0: none)."""
 
     text: str
     version: int
-    furniture: FurnitureLines = NO_LINES
 
 
 @dataclass
@@ -564,16 +559,15 @@ class BoilerplateLearner:
             self._finish(host, reason)
 
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
-        removed = state.furniture.remove(page)
-        if removed is None:  # judged on its whole text, as without the learner
+        text = state.furniture.remove(page)
+        if text is None:  # judged on its whole text, as without the learner
             self.stats.inc_value("simhash/boilerplate/pages_kept_whole")
             return Stripped("\n".join(page.lines), 0)
-        text, lines = removed
         self.stats.inc_value("simhash/boilerplate/pages_stripped")
         removed = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
         if removed:
             self.stats.inc_value("simhash/boilerplate/chars_removed", removed)
-        return Stripped(text, state.version, lines)
+        return Stripped(text, state.version)
 
     async def _state(self, host: str) -> _Host | None:
         """The host's furniture when known (loading it from the store first if needed); None during a warm-up."""

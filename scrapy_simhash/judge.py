@@ -15,9 +15,9 @@ from typing import Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
-from scrapy_simhash.furniture_lines import whole_text_jaccard
 from scrapy_simhash.index import FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.whole_text import whole_text_jaccard
 
 __all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "place_exact", "verify"]
 
@@ -29,6 +29,11 @@ NOVELTY = 0.95
 #: standard errors of a 132-byte sketch's estimate near the threshold (J ~ 0.85); the default's
 #: 176 bytes err less.
 PLAUSIBLE = 0.1
+#: How far below the threshold two same-host pages' texts without furniture may be alike, their
+#: whole texts being at the threshold or above, for them to be duplicates: the template makes a page
+#: and its next release more alike whole than without it (benchmarks/singlehost.py: such pairs at
+#: 0.77-0.82 without furniture, 0.82-0.84 whole), never two articles whose contents are far apart.
+CONTENT_MARGIN = 0.07
 #: Restarts after the matched record was erased or expired meanwhile, before giving up.
 MAX_RESTARTS = 3
 
@@ -71,8 +76,9 @@ class _BusyWait:
 
 @dataclass(frozen=True)
 class Verified:
-    """A candidate, its data, and the Jaccard similarity verification measured; ``guarded``: rejected
-    because the whole texts of the two same-host pages are not alike (``jaccard`` is theirs)."""
+    """A candidate, its data, and the Jaccard similarity verification measured (of the texts without
+    furniture; of the whole texts for two pages of one host); ``guarded``: rejected because the whole
+    texts of two same-host pages are not alike, though their texts without furniture are."""
 
     candidate: Candidate
     details: Details
@@ -133,17 +139,17 @@ async def verify(
 
 
 def _guarded(record: Record, data: Details, verified: Verified, threshold: float) -> Verified:
-    """A match of two pages of one host, either stripped of furniture, stands only if their whole texts
-    match too: their furniture is the same template, so removing it cannot make copies look distinct,
-    while content the learner took for furniture can make distinct pages look alike. Across hosts,
-    the texts without furniture decide; so do pages of which one kept its whole text (stored before
-    its host's furniture was learned), whose whole text is not comparable line for line."""
-    if verified.jaccard < threshold or data.host != record.host:
+    """Two pages of one host are judged on their whole texts, as long as their texts without furniture
+    are alike too (at most ``CONTENT_MARGIN`` below the threshold): their furniture is the same
+    template, so it cannot make copies look distinct, while content the learner took for furniture can
+    make distinct pages look alike (``guarded``: alike only without it), and a template can make two
+    short articles look alike. Across hosts, the texts without furniture decide."""
+    if data.host != record.host or verified.jaccard < threshold - CONTENT_MARGIN:
         return verified
-    if not len(record.furniture.lines) or not len(data.furniture.lines):
-        return verified
-    whole = whole_text_jaccard(record.hashes, record.furniture, data.hashes, data.furniture)
-    return verified if whole >= threshold else Verified(verified.candidate, data, whole, guarded=True)
+    if record.whole.same and data.whole.same:
+        return verified  # nothing was removed from either
+    whole = whole_text_jaccard(record.hashes, record.whole, data.hashes, data.whole)
+    return Verified(verified.candidate, data, whole, guarded=whole < threshold <= verified.jaccard)
 
 
 async def place(

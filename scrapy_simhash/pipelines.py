@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
@@ -23,7 +24,7 @@ from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.delivery import Delivery, FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
-from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, verification_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
@@ -32,6 +33,7 @@ from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, op
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
 from scrapy_simhash.signer import Signer
+from scrapy_simhash.whole_text import SAME_TEXT, WholeText, whole_text
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -403,7 +405,7 @@ class SimhashPipeline:
             hashes=signed.signature.hashes,
             host=page.host,
             retention=page.retention,
-            furniture=stripped.furniture,
+            whole=self._whole_text(page.text, stripped.text, signed.signature.hashes),
         )
         record.keep_sketch(self.layout, signed.sketch)
         assert self.index is not None
@@ -429,6 +431,13 @@ class SimhashPipeline:
             await self._log(page, record, stripped.text, rule, placement)  # a failure is counted: the item is kept
             return None
         return await self._merged(page, record, stripped.text, rule, placement)
+
+    def _whole_text(self, text: str, stripped: str, hashes: np.ndarray) -> WholeText:
+        """How the page's whole-text verification hashes differ from ``hashes``, its stripped text's:
+        same-host pairs are judged on their whole texts (judge.py)."""
+        if len(stripped) == len(text):  # nothing removed: stripping only ever takes lines away
+            return SAME_TEXT
+        return whole_text(verification_hashes(self.signer.fingerprinter.shingle_hashes(text)), hashes)
 
     def _count(self, page: Page, placement: Placement) -> None:
         self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))

@@ -19,7 +19,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION
-from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines
+from scrapy_simhash.whole_text import SAME_TEXT, WholeText
 from scrapy_simhash.index.codec import decode_verification, encode_verification
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
@@ -67,10 +67,10 @@ def handle(value: str) -> bytes:
 
 
 class Verification(NamedTuple):
-    """A record's stored verification data: its shingle hashes and the lines furniture removal took."""
+    """A record's stored verification data: its shingle hashes, and how its whole text's differ."""
 
     hashes: np.ndarray
-    furniture: FurnitureLines = NO_LINES
+    whole: WholeText = SAME_TEXT
 
 
 class _KeptHashes:
@@ -108,14 +108,17 @@ class _KeptHashes:
         return {key: data for key in keys if (data := self.get(key)) is not None}
 
     def put(self, key: bytes, data: Verification, page: tuple[str, str, str] | None = None) -> None:
-        size = len(data.hashes) + len(data.furniture.lines)
+        size = _size(data)
         if key in self._held or size > self.budget:
             return
         self._held[key] = (data, page)
         self._size += size
         while self._size > self.budget:
-            dropped = self._held.popitem(last=False)[1][0]
-            self._size -= len(dropped.hashes) + len(dropped.furniture.lines)
+            self._size -= _size(self._held.popitem(last=False)[1][0])
+
+
+def _size(data: Verification) -> int:
+    return len(data.hashes) + len(data.whole.gained) + len(data.whole.lost)
 
 
 def _new_write_id() -> bytes:
@@ -131,8 +134,8 @@ def _no_hashes() -> np.ndarray:
 class Record:
     """What the index keeps of a page instead of its text.
 
-    ``hashes`` are the sorted distinct 32-bit verification hashes Jaccard needs; ``furniture`` the
-    lines furniture removal took from the page (same-host pairs are judged on the whole text too).
+    ``hashes`` are the sorted distinct 32-bit verification hashes Jaccard needs, of the text without
+    furniture; ``whole`` how the whole text's differ (same-host pairs are judged on the whole text).
     ``write_id`` is
     random per Record object and stored with it: a retried call (same object) whose earlier attempt
     ran on the server although its reply was lost recognises its own write by it.
@@ -146,14 +149,14 @@ class Record:
     first_seen: float = field(default_factory=time.time)
     retention: str = "default"
     write_id: bytes = field(default_factory=_new_write_id)
-    furniture: FurnitureLines = NO_LINES
+    whole: WholeText = SAME_TEXT
     _blob: bytes | None = field(default=None, init=False, repr=False, compare=False)
     _sketch: tuple[Layout, bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     def blob(self) -> bytes:
         """The verification hashes as stored, encoded once: a retry and the join after a lookup reuse it."""
         if self._blob is None:
-            self._blob = encode_verification(self.hashes, self.furniture)
+            self._blob = encode_verification(self.hashes, self.whole)
         return self._blob
 
     @property
@@ -206,7 +209,7 @@ class Details(NamedTuple):
     hashes: np.ndarray  # empty for a record kept without verification data
     canonical_id: str
     canonical_url: str
-    furniture: FurnitureLines = NO_LINES
+    whole: WholeText = SAME_TEXT
 
 
 class Lookup(NamedTuple):
@@ -337,7 +340,7 @@ class Index(ABC):
         (within the bound a blob is read with, so a record reads the same whoever stored it), its id,
         URL and host for the rest of its page data."""
         if len(record.hashes) <= self.max_hashes:
-            self._kept.put(record.write_id, Verification(record.hashes, record.furniture),
+            self._kept.put(record.write_id, Verification(record.hashes, record.whole),
                            (record.id, record.url, record.host))
 
     def _check_identity(self, stored: dict[str, str], where: str) -> None:

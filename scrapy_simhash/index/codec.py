@@ -12,16 +12,15 @@ Blob: a format byte, the 4-byte big-endian count n, the low bytes, the packed lo
 vector. Its length follows from n exactly, so a blob is checked whole, and n against the caller's
 bound, before anything is allocated: a planted blob cannot make the crawler allocate gigabytes.
 
-A page stripped of furniture stores a second section after the first: the hashes of its removed
-lines coded the same way, then each line's words as little-endian uint16
-(:mod:`scrapy_simhash.furniture_lines`).
+A page stripped of furniture stores two more sections after the first, coded the same way: the
+hashes only its whole text has and those only its stripped text has (:mod:`scrapy_simhash.whole_text`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scrapy_simhash.furniture_lines import NO_LINES, FurnitureLines
+from scrapy_simhash.whole_text import SAME_TEXT, WholeText
 
 __all__ = [
     "decode_hashes",
@@ -79,26 +78,25 @@ def encoded_size(count: int) -> int:
     return 5 + count * whole + -(-count // 8) * rest + -(-(count + (1 << (32 - low_bits))) // 8)
 
 
-def encode_verification(hashes: np.ndarray, furniture: FurnitureLines = NO_LINES) -> bytes:
-    """A record's stored verification data: its hashes, then its removed lines when it has any."""
-    if not len(furniture.lines):
+def encode_verification(hashes: np.ndarray, whole: WholeText = SAME_TEXT) -> bytes:
+    """A record's stored verification data: its hashes, then how its whole text's differ, if they do."""
+    if whole.same:
         return encode_hashes(hashes)
-    return encode_hashes(hashes) + encode_hashes(furniture.lines) + furniture.words.astype("<u2").tobytes()
+    return encode_hashes(hashes) + encode_hashes(whole.gained) + encode_hashes(whole.lost)
 
 
-def decode_verification(blob: bytes, max_count: int) -> tuple[np.ndarray, FurnitureLines]:
+def decode_verification(blob: bytes, max_count: int) -> tuple[np.ndarray, WholeText]:
     """What :func:`encode_verification` wrote; ValueError for anything else (as :func:`decode_hashes`)."""
-    count = _count(blob, max_count)
-    end = encoded_size(count)
-    if len(blob) == end:
-        return decode_hashes(blob, max_count), NO_LINES
-    lines_count = _count(blob[end:], max_count)
-    lines_end = end + encoded_size(lines_count)
-    if len(blob) != lines_end + 2 * lines_count:
+    sections, start = [], 0
+    while start < len(blob) and len(sections) < 3:
+        end = start + encoded_size(_count(blob[start:], max_count))
+        sections.append(decode_hashes(blob[start:end], max_count))
+        start = end
+    if start != len(blob) or len(sections) == 2:
         raise ValueError("not a verification blob: its length does not match its counts")
-    lines = decode_hashes(blob[end:lines_end], max_count)
-    words = np.frombuffer(blob, "<u2", lines_count, lines_end).astype(np.uint16)
-    return decode_hashes(blob[:end], max_count), FurnitureLines(lines, words)
+    if len(sections) == 1:
+        return sections[0], SAME_TEXT
+    return sections[0], WholeText(sections[1], sections[2])
 
 
 def _count(blob: bytes, max_count: int) -> int:

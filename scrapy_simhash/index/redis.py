@@ -38,7 +38,7 @@ from scrapy_simhash.index.base import (
     Verification,
     handle,
 )
-from scrapy_simhash.furniture_lines import NO_LINES
+from scrapy_simhash.whole_text import SAME_TEXT
 from scrapy_simhash.layout import Layout
 from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
 
@@ -372,9 +372,9 @@ class RedisIndex(Index):
             data = held.get(key) if blob is None else self._verification(blob, key)
             if data is None and blob is None:
                 continue
-            hashes, furniture = data if data is not None else (None, NO_LINES)
+            hashes, whole = data if data is not None else (None, SAME_TEXT)
             out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode(),
-                               furniture)
+                               whole)
         return out
 
     def _held_details(self, candidate: Candidate) -> Details | None:
@@ -392,7 +392,7 @@ class RedisIndex(Index):
             if canonical is None:
                 return None
             head = (canonical[1], canonical[2])
-        return Details(id_, url, host, data.hashes, *head, data.furniture)
+        return Details(id_, url, host, data.hashes, *head, data.whole)
 
     @staticmethod
     def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | object | None]:
@@ -454,8 +454,8 @@ class RedisIndex(Index):
         return Joined(rid, group, canonical, size, bool(findable))
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
-        # A short text stripped of furniture keeps its data: a same-host holder is checked on it.
-        data = await self._write_data(record, banded=bool(len(record.furniture.lines)))
+        # A short text stripped of furniture keeps its data: a same-host holder is judged on the whole text.
+        data = await self._write_data(record, banded=not record.whole.same)
         digest = digest[:16].ljust(16, b"\0")
         head, *_ = await self._batched("check_add_exact", digest, *self._record_args(record), *data)
         _, added, _, _, stale, candidates = self._lookup_reply(head)

@@ -167,7 +167,7 @@ class SQLiteIndex(Index):
         data = self._verification(row[3], key)
         if data is None:
             return Details(*row[:3], None, *row[4:])
-        return Details(*row[:3], data.hashes, *row[4:], data.furniture)
+        return Details(*row[:3], data.hashes, *row[4:], data.whole)
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
@@ -402,7 +402,7 @@ class SQLiteIndex(Index):
                 record.host,
                 to_signed(record.fingerprint),
                 sketch,
-                record.blob() if banded or digest is not None and len(record.furniture.lines) else None,
+                record.blob() if banded or digest is not None and not record.whole.same else None,
                 digest,
                 record.first_seen,
                 record.retention,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 
-from scrapy_simhash.furniture_lines import FurnitureLines
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY, MAX_BANDED_MEMBERS
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.whole_text import WholeText
 
 
 async def test_a_record_round_trips_with_odd_ids(make_index):
@@ -55,20 +55,19 @@ async def test_a_near_copy_finds_the_original_and_a_distinct_text_does_not(make_
     assert distinct.added and not distinct.candidates
 
 
-async def test_the_lines_furniture_removal_took_come_back_with_a_records_data(make_index):
+async def test_a_records_whole_text_difference_comes_back_with_its_data(make_index):
     """Read by this crawl (held) and by another (from the store), long and short texts alike."""
     index, other = await make_index(), await make_index()
-    lines = FurnitureLines(np.array([3, 70, 2**32 - 1], dtype=np.uint32), np.array([2, 9, 40], dtype=np.uint16))
+    whole = WholeText(np.array([3, 70, 2**32 - 1], dtype=np.uint32), np.array([5], dtype=np.uint32))
     original, short = hashes(5), hashes(6, count=12)
-    await index.check_and_add(record("first", original, host="a.example", furniture=lines))
-    await index.check_and_add_exact(record("short", short, host="a.example", furniture=lines), b"\x07" * 16)
+    await index.check_and_add(record("first", original, host="a.example", whole=whole))
+    await index.check_and_add_exact(record("short", short, host="a.example", whole=whole), b"\x07" * 16)
     for reader in (index, other):
         [details] = await reader.details((await reader.check_and_add(record("copy", original))).candidates)
-        assert np.array_equal(details.furniture.lines, lines.lines)
-        assert np.array_equal(details.furniture.words, lines.words)
+        assert np.array_equal(details.whole.gained, whole.gained) and np.array_equal(details.whole.lost, whole.lost)
         holder = (await reader.check_and_add_exact(record("again", short), b"\x07" * 16)).holder
         [details] = await reader.details([holder])
-        assert np.array_equal(details.hashes, short) and np.array_equal(details.furniture.lines, lines.lines)
+        assert np.array_equal(details.hashes, short) and np.array_equal(details.whole.gained, whole.gained)
 
 
 async def test_a_record_newer_than_since_is_the_only_candidate(make_index):

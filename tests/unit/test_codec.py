@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash.furniture_lines import FurnitureLines
 from scrapy_simhash.index.codec import (
     decode_hashes,
     decode_verification,
@@ -17,6 +16,7 @@ from scrapy_simhash.index.codec import (
     to_signed,
     to_unsigned,
 )
+from scrapy_simhash.whole_text import WholeText
 
 hash_sets = st.sets(st.integers(0, 2**32 - 1), max_size=300).map(lambda s: np.array(sorted(s), dtype=np.uint32))
 
@@ -75,20 +75,21 @@ def test_fingerprints_survive_sqlite_signed_integers(fingerprint):
     assert -(2**63) <= signed < 2**63 and to_unsigned(signed) == fingerprint
 
 
-@settings(deadline=None)  # two encodes: a loaded machine, not the code, is what a deadline would catch
-@given(hash_sets, hash_sets)
-def test_verification_with_removed_lines_round_trips(hashes, lines):
-    words = (lines % 50).astype(np.uint16)
-    blob = encode_verification(hashes, FurnitureLines(lines, words))
-    decoded, furniture = decode_verification(blob, 10**6)
-    assert np.array_equal(decoded, hashes) and np.array_equal(furniture.lines, lines)
-    assert np.array_equal(furniture.words, words)
-    if not len(lines):
-        assert blob == encode_hashes(hashes)
+@settings(deadline=None)  # three encodes: a loaded machine, not the code, is what a deadline would catch
+@given(hash_sets, hash_sets, hash_sets)
+def test_verification_with_its_whole_text_difference_round_trips(hashes, gained, lost):
+    blob = encode_verification(hashes, WholeText(gained, lost))
+    decoded, whole = decode_verification(blob, 10**6)
+    assert np.array_equal(decoded, hashes)
+    if not len(gained) and not len(lost):
+        assert blob == encode_hashes(hashes) and whole.same
+    else:
+        assert np.array_equal(whole.gained, gained) and np.array_equal(whole.lost, lost)
 
 
-def test_a_verification_blob_with_a_cut_lines_section_is_refused():
-    lines = FurnitureLines(np.arange(10, dtype=np.uint32), np.ones(10, dtype=np.uint16))
-    blob = encode_verification(np.arange(20, dtype=np.uint32), lines)
-    with pytest.raises(ValueError):
-        decode_verification(blob[:-1], 10**6)
+def test_a_verification_blob_cut_or_with_two_sections_is_refused():
+    hashes = np.arange(20, dtype=np.uint32)
+    blob = encode_verification(hashes, WholeText(np.arange(30, 40, dtype=np.uint32), np.arange(5, dtype=np.uint32)))
+    for bad in (blob[:-1], encode_hashes(hashes) * 2, blob + b"\0"):
+        with pytest.raises(ValueError):
+            decode_verification(bad, 10**6)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrapy_simhash.furniture_lines import FurnitureLines
 from scrapy_simhash.index.base import Verification, _KeptHashes
+from scrapy_simhash.whole_text import WholeText
 
 
 def values(count: int) -> Verification:
@@ -30,9 +30,9 @@ def test_hashes_larger_than_the_budget_are_not_held():
     assert kept.get(b"huge") is None and kept.get(b"a") is not None
 
 
-def test_removed_lines_count_against_the_budget():
+def test_the_whole_text_difference_counts_against_the_budget():
     kept = _KeptHashes(budget=300)
     kept.put(b"a", values(100))
-    lines = FurnitureLines(np.arange(150, dtype=np.uint32), np.ones(150, dtype=np.uint16))
-    kept.put(b"b", Verification(np.arange(100, dtype=np.uint32), lines))
-    assert kept.get(b"a") is None and kept.get(b"b").furniture is lines
+    whole = WholeText(np.arange(150, dtype=np.uint32), np.arange(10, dtype=np.uint32))
+    kept.put(b"b", Verification(np.arange(100, dtype=np.uint32), whole))
+    assert kept.get(b"a") is None and kept.get(b"b").whole is whole
