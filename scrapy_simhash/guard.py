@@ -106,7 +106,7 @@ class GuardedIndex:
         try:
             await self.index.release(record)
         except Exception as exc:
-            logger.debug("Could not release %(id)s: %(error)r", {"id": record.id, "error": exc})
+            logger.debug("Could not release %(id)r: %(error)r", {"id": record.id, "error": exc})
 
     async def expire(self) -> int:
         return await self._call(self.index.expire)

@@ -30,6 +30,7 @@ from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
 from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
+from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
 from scrapy_simhash.signer import Signer
@@ -304,7 +305,8 @@ class SimhashPipeline:
         if self.config.action == "drop":
             self._inc("simhash/dropped")
             raise DropItem(
-                f"near-duplicate of {match.canonical_id} (matched {match.matched_id}, distance {match.distance},"
+                f"near-duplicate of {printable(match.canonical_id)} (matched {printable(match.matched_id)},"
+                f" distance {match.distance},"
                 f" Jaccard {match.jaccard:.3f})",
                 log_level=self.config.drop_log_level,
             )
@@ -386,7 +388,7 @@ class SimhashPipeline:
             logger.warning(
                 "Passing an item on unchecked (%(reason)s: %(detail)s); further ones are counted in "
                 "simhash/unchecked and summed up when the spider closes",
-                {"reason": reason, "detail": detail},
+                {"reason": reason, "detail": printable(detail)},
                 extra={"spider": self.crawler.spider},
             )
         return item
@@ -481,7 +483,7 @@ class SimhashPipeline:
                 "on %(chars)s characters. Identical or near-empty texts across unrelated pages mean an empty or "
                 "failed extraction field (check SIMHASH_FIELDS); a page republished or edited many times is a "
                 "real family (raise SIMHASH_MAX_GROUP_WARN)",
-                {"canonical": verified.details.canonical_id, "limit": self.config.max_group_warn,
+                {"canonical": printable(verified.details.canonical_id), "limit": self.config.max_group_warn,
                  "jaccard": verified.jaccard, "chars": f"{len(text):,}"},
                 extra={"spider": self.crawler.spider},
             )
