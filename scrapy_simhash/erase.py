@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.index import Erased, open_index
 from scrapy_simhash.mergelog import LogRewrite, erase_pages
-from scrapy_simhash.redis_url import is_cluster, mask_url, sync_client
+from scrapy_simhash.redis_url import client_url, is_redis, mask_url, sync_client
 from scrapy_simhash.settings import SimhashSettings, stream_key
 
-__all__ = ["Erasure", "ErasureIncomplete", "erase"]
+__all__ = ["Erasure", "ErasureIncomplete", "connection_urls", "erase"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +65,19 @@ async def erase(config: SimhashSettings, key: str) -> Erasure:
                 result.logs[kind] = await erase_pages(uri, pages, stream_key(config, kind))
     except Exception as exc:
         raise ErasureIncomplete(sorted(pages), exc) from exc
-    for uri in {config.index_url, config.merge_log or "", config.review_log or ""}:
-        if uri.partition("://")[0] in ("redis", "rediss", "unix") or is_cluster(uri):
-            result.persistence += _rewrite_append_only_file(uri)
+    for url in connection_urls([config.index_url, config.merge_log or "", config.review_log or ""]):
+        result.persistence += _rewrite_append_only_file(url)
     return result
+
+
+def connection_urls(uris: list[str]) -> list[str]:
+    """The Redis servers among the index and log ``uris``, each once, as a client connects to them."""
+    return list(dict.fromkeys(client_url(uri) for uri in uris if is_redis(uri)))
 
 
 def _rewrite_append_only_file(url: str) -> list[str]:
     """Ask a Redis that appends to a file to rewrite it, so the erased bytes leave the disk too."""
-    client = sync_client(url.partition("?")[0] if "stream=" in url else url)
+    client = sync_client(url)
     try:
         nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
         left = []

@@ -29,7 +29,7 @@ from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
-from scrapy_simhash.mergelog import MergeLog, Rule, expire_log, merge_record, open_merge_log, review_record
+from scrapy_simhash.mergelog import MergeLog, MergeLogError, Rule, expire_log, merge_record, open_merge_log, review_record
 from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
@@ -200,7 +200,10 @@ class SimhashPipeline:
                 self.merge_log = open_merge_log(config.merge_log, stream_key(config, "merges"))
             if config.review_log:
                 self.review_log = open_merge_log(config.review_log, stream_key(config, "review"))
-        except (OSError, ValueError) as exc:  # a directory that cannot be written, a malformed URI
+            for log in (self.merge_log, self.review_log):
+                if log is not None:
+                    await log.check()
+        except (OSError, ValueError, MergeLogError) as exc:  # a directory that cannot be written, a malformed URI
             self._cannot_open(f"the merge or review log cannot be opened ({type(exc).__name__}: {exc})")
             return
         self._background = [

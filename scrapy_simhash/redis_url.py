@@ -1,23 +1,34 @@
-"""Store URLs: Redis clients from them (``redis+cluster://`` names a Redis Cluster), and masked for messages.
+"""Redis URLs: which schemes are Redis, clients from them (``redis+cluster://`` names a Redis Cluster),
+the options this package reads off them, and the URL masked for messages.
 
-One place for the scheme, shared by the index and the merge log, so that a setting that works for
-one works for the other; and one place that keeps a password out of logs, stats and errors.
+One rule for the index, the merge-log stream and the review-log stream, so that a URL that works for
+one works for the others; and one place that keeps a password out of logs, stats and errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+import re
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 import redis.cluster
 
-__all__ = ["CLUSTER_SCHEMES", "async_client", "is_cluster", "mask_url", "sync_client"]
+__all__ = [
+    "CLUSTER_SCHEMES", "OWN_OPTIONS", "REDIS_SCHEMES", "async_client", "client_url", "is_cluster", "is_redis",
+    "mask_url", "split_options", "sync_client",
+]
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+REDIS_SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
+#: Query parameters of a log's stream URL that this package reads and redis-py must not see.
+OWN_OPTIONS = ("stream", "max_connections", "maxlen")
 MASK = "***"
+# A password query parameter's value runs to the next parameter: a # or @ left unencoded in it stays masked.
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
 #: Seconds a command waits for its reply unless the URL says (``?socket_timeout=``): a server that
 #: accepts connections and never answers (frozen, behind a half-open link) would hold each item for
 #: good. Calls take milliseconds; redis-py 8 waits 5 s by default, older releases forever.
@@ -33,23 +44,40 @@ def mask_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
+    rest = _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", rest)
     # From the last @: a password may hold an unescaped @, #, / or ?, which would end the parts below.
     userinfo, at, rest = rest.rpartition("@")
     if at and ":" in userinfo:
         userinfo = f"{userinfo.partition(':')[0]}:{MASK}"
-    rest, hash_sign, fragment = rest.partition("#")
-    rest, question, query = rest.partition("?")
-    if query:
-        query = "&".join(
-            f"{key}={MASK}" if key.lower() == "password" else part
-            for part in query.split("&")
-            for key in [part.partition("=")[0]]
-        )
-    return f"{scheme}://{userinfo}{at}{rest}{question}{query}{hash_sign}{fragment}"
+    return f"{scheme}://{userinfo}{at}{rest}"
+
+
+def is_redis(url: str) -> bool:
+    return url.partition("://")[0] in REDIS_SCHEMES
 
 
 def is_cluster(url: str) -> bool:
     return url.partition("://")[0] in CLUSTER_SCHEMES
+
+
+def split_options(url: str, names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """``url`` without its query parameters ``names``, and their values (decoded; the first of a name
+    given twice). The rest of the URL is kept as written: a percent-encoded password decoded and put
+    back unencoded would be another password, or no URL at all."""
+    parts = urlsplit(url)
+    kept, found = [], {}
+    for part in parts.query.split("&") if parts.query else []:
+        name, _, value = part.partition("=")
+        if unquote(name) in names:
+            found.setdefault(unquote(name), unquote(value))
+        else:
+            kept.append(part)
+    return urlunsplit(parts._replace(query="&".join(kept))), found
+
+
+def client_url(url: str) -> str:
+    """The URL a Redis client connects with: ``url`` less this package's own options."""
+    return split_options(url, OWN_OPTIONS)[0]
 
 
 def _node_url(url: str) -> str:

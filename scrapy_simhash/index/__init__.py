@@ -30,7 +30,7 @@ from scrapy_simhash.index.base import (
 )
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash.redis_url import REDIS_SCHEMES, mask_url
 
 __all__ = [
     "BACKENDS",
@@ -53,11 +53,7 @@ __all__ = [
 #: URL scheme -> backend class (an import path, so a backend's dependencies load only when used).
 BACKENDS = {
     "sqlite": "scrapy_simhash.index.sqlite.SQLiteIndex",
-    "redis": "scrapy_simhash.index.redis.RedisIndex",
-    "rediss": "scrapy_simhash.index.redis.RedisIndex",
-    "unix": "scrapy_simhash.index.redis.RedisIndex",
-    "redis+cluster": "scrapy_simhash.index.redis.RedisIndex",
-    "rediss+cluster": "scrapy_simhash.index.redis.RedisIndex",
+    **dict.fromkeys(REDIS_SCHEMES, "scrapy_simhash.index.redis.RedisIndex"),
 }
 
 

@@ -27,7 +27,7 @@ from scrapy_simhash.mergelog.record import (
     review_record,
 )
 from scrapy_simhash.mergelog.stream import StreamStore
-from scrapy_simhash.redis_url import CLUSTER_SCHEMES
+from scrapy_simhash.redis_url import REDIS_SCHEMES
 
 __all__ = [
     "DECISIONS",
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 STORES: dict[str, type[LogStore]] = {
     "": FileStore,
     "file": FileStore,
-    **dict.fromkeys(("redis", "rediss", "unix", *CLUSTER_SCHEMES), StreamStore),
+    **dict.fromkeys(REDIS_SCHEMES, StreamStore),
 }
 
 

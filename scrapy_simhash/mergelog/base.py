@@ -30,6 +30,9 @@ class MergeLog(ABC):
     async def write(self, records: Sequence[dict[str, Any]]) -> None:
         """Write one item's records, in order: all of them, or none and :class:`MergeLogError`."""
 
+    async def check(self) -> None:
+        """:class:`MergeLogError` for a log that will refuse every record (wrong credentials): said at open."""
+
     @abstractmethod
     async def close(self) -> None: ...
 

@@ -18,13 +18,13 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+import redis.exceptions
 from redis.crc import key_slot
 
 from scrapy_simhash.mergelog.base import LogRewrite, LogStore, MergeLog, MergeLogError, Tally
 from scrapy_simhash.mergelog.record import REMOVE, SIDES, Edit
-from scrapy_simhash.redis_url import async_client, mask_url, sync_client
+from scrapy_simhash.redis_url import OWN_OPTIONS, async_client, mask_url, split_options, sync_client
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -78,22 +78,19 @@ class StreamAddress:
 
     @classmethod
     def parse(cls, uri: str, default_stream: str) -> StreamAddress:
-        parts = urlsplit(uri)
-        query = parse_qs(parts.query, keep_blank_values=True)
-        stream = query.pop("stream", [default_stream])[0]
+        url, options = split_options(uri, OWN_OPTIONS)
+        stream = options.get("stream", default_stream)
         if not stream:
             raise ValueError("a merge-log stream needs a key: add ?stream=KEY to the URI")
-        max_connections = _positive(query, "max_connections") or STREAM_CONNECTIONS
-        maxlen = _positive(query, "maxlen")
-        rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
-        return cls(urlunsplit(parts._replace(query=rest)), stream, max_connections, maxlen)
+        max_connections = _positive(options, "max_connections") or STREAM_CONNECTIONS
+        return cls(url, stream, max_connections, _positive(options, "maxlen"))
 
 
-def _positive(query: dict[str, list[str]], name: str) -> int | None:
-    """Pop ``name`` from a parsed query: a positive integer, or None when absent."""
-    if name not in query:
+def _positive(options: dict[str, str], name: str) -> int | None:
+    """Option ``name``: a positive integer, or None when absent."""
+    if name not in options:
         return None
-    value = query.pop(name)[0]
+    value = options[name]
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{name} in a merge-log stream URI must be a positive integer, got {value!r}")
     return int(value)
@@ -154,6 +151,16 @@ class StreamMergeLog(MergeLog):
                 await pipe.execute()
         except Exception as exc:  # noqa: BLE001 - any failure means the records were not taken
             raise MergeLogError(f"could not add to merge log {self.where}: {type(exc).__name__}: {exc}") from exc
+
+    async def check(self) -> None:
+        """A server that refuses this log's credentials or database now will refuse every record: said at
+        open. One that does not answer may come back: its writes say so."""
+        try:
+            await self._client.ping()
+        except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as exc:
+            raise MergeLogError(f"{self.where} refuses this crawl: {type(exc).__name__}: {exc}") from None
+        except (redis.exceptions.RedisError, OSError):
+            pass
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -32,7 +32,7 @@ SECRET = "s3cr3t-Pa55"
         ("redis://:TOP?SECRET@host/0?db=1", "redis://:***@host/0?db=1"),
         ("unix://:secret@/run/redis.sock?db=0", "unix://:***@/run/redis.sock?db=0"),
         ("redis://host/0?password=secret&db=1", "redis://host/0?password=***&db=1"),
-        ("redis://host/0?db=1&Password=secret#x", "redis://host/0?db=1&Password=***#x"),
+        ("redis://host/0?db=1&Password=secret#x", "redis://host/0?db=1&Password=***"),
         ("redis://user@host/0", "redis://user@host/0"),
         ("redis://host:6379", "redis://host:6379"),
         ("sqlite:////var/x.sqlite3", "sqlite:////var/x.sqlite3"),
