@@ -29,7 +29,9 @@ from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
-from scrapy_simhash.mergelog import MergeLog, MergeLogError, Rule, expire_log, merge_record, open_merge_log, review_record
+from scrapy_simhash.mergelog import (
+    MergeLog, MergeLogError, Rule, expire_log, merge_record, open_merge_log, review_record,
+)
 from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
