@@ -93,13 +93,13 @@ class GuardedIndex:
         return await self._call(self.index.check_and_add_exact, record, digest)
 
     async def confirm(self, rids: list[int]) -> None:
-        await self._call(self.index.confirm, rids)
+        await self._call(self.index.confirm, rids, report=False)  # the caller says what a failure leaves pending
 
     async def scraped(self, rids: list[int]) -> None:
-        await self._call(self.index.scraped, rids)
+        await self._call(self.index.scraped, rids, report=False)
 
     async def remove(self, rid: int) -> Erased | None:
-        return await self._call(self.index.remove, rid)
+        return await self._call(self.index.remove, rid, report=False)  # the caller says what is left undone
 
     async def release(self, record: Record) -> None:
         """Best effort, no retry: what it fails to drop is one unreferenced record's page data."""

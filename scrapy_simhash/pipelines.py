@@ -122,6 +122,7 @@ class SimhashPipeline:
         self._confirm: list[int] = []
         self._mark_scraped: list[int] = []  # scraped, waiting for a feed: see FeedDeliveries
         self._confirming: asyncio.Task[None] | None = None
+        self._unjoined: dict[int, str] = {}  # rid -> page id: joins whose record and undo were both refused
         self._warned: set[str] = set()
         self._unchecked: Counter[str] = Counter()
         self._fields_seen: Counter[str] = Counter()
@@ -173,6 +174,7 @@ class SimhashPipeline:
                 key_prefix=config.key_prefix,
                 max_hashes=config.max_chars,
                 lease=config.session_lease,
+                allow_eviction=config.allow_eviction,
             )
         except ValueError as exc:
             self._cannot_open(str(exc))
@@ -227,7 +229,7 @@ class SimhashPipeline:
         try:
             if self.learner is not None:
                 await self.learner.close()
-            await self._flush_confirmations()
+            await self._flush_confirmations(closing=self._deliveries is None)
             if 0 < self._items_checked < FIELD_CHECK_ITEMS:  # a crawl shorter than the early check
                 self._say_missing_fields()
             for log in (self.merge_log, self.review_log):
@@ -260,7 +262,7 @@ class SimhashPipeline:
                 "records stay pending, and the next crawl keeps those pages again", {"count": undelivered},
                 extra={"spider": self.crawler.spider},
             )
-        await self._flush_confirmations()
+        await self._flush_confirmations(closing=True)
         await self._release()
 
     async def _release(self) -> None:
@@ -472,10 +474,7 @@ class SimhashPipeline:
         assert placement.joined is not None and placement.match is not None and self.index is not None
         joined, verified = placement.joined, placement.match
         if not await self._log(page, record, text, rule, placement):
-            try:
-                await self.index.remove(joined.rid)
-            except IndexUnavailable:
-                pass
+            await self._undo_join(joined.rid, page.id)
             raise MergeNotLogged(f"the merge of {page.id} into {verified.details.canonical_id} could not be logged")
         if joined.banded:
             self._inc("simhash/findable_members")
@@ -499,6 +498,38 @@ class SimhashPipeline:
             jaccard=verified.jaccard,
             fingerprint=record.fingerprint,
         )
+
+    async def _undo_join(self, rid: int, page_id: str) -> None:
+        """A join whose merge record was refused leaves the group; refused too (a full Redis refuses
+        every write), it is tried again with each batch of confirmations and at close."""
+        assert self.index is not None
+        try:
+            await self.index.remove(rid)
+        except IndexUnavailable as exc:
+            self._unjoined[rid] = page_id
+            self._warn_once(
+                "undo join",
+                "Could not undo the join of %(id)s, whose merge record the log refused (%(error)s): it is undone "
+                "when the index takes writes again; joins left to undo are said at close",
+                {"id": printable(page_id), "error": exc},
+            )
+
+    async def _undo_joins_left(self, closing: bool = False) -> None:
+        for rid, page_id in list(self._unjoined.items()):
+            try:
+                await self.index.remove(rid)
+            except IndexUnavailable:
+                continue
+            del self._unjoined[rid]
+            logger.info("SimHash: the join of %(id)s, which has no merge record, is undone",
+                        {"id": printable(page_id)}, extra={"spider": self.crawler.spider})
+        if closing and self._unjoined:
+            logger.error(
+                "SimHash: %(count)d pages are members of a group without a merge record, and the index refused "
+                "to undo it: erase them (scrapy simhash-erase ID) once the index takes writes again: %(ids)s",
+                {"count": len(self._unjoined), "ids": ", ".join(map(printable, self._unjoined.values()))},
+                extra={"spider": self.crawler.spider},
+            )
 
     def _rule(self, boilerplate_version: int) -> Rule:
         """The rule records name, one object per boilerplate version (it caches its serialisation)."""
@@ -656,7 +687,7 @@ class SimhashPipeline:
         await asyncio.sleep(CONFIRM_DELAY)
         await self._flush_confirmations()
 
-    async def _flush_confirmations(self) -> None:
+    async def _flush_confirmations(self, closing: bool = False) -> None:
         marks, self._mark_scraped = self._mark_scraped, []
         rids, self._confirm = self._confirm, []
         if self.index is None:
@@ -666,8 +697,15 @@ class SimhashPipeline:
                 await self.index.scraped(marks)
             if rids:
                 await self.index.confirm(rids)
-        except IndexUnavailable:
-            pass  # still pending: a rerun keeps these pages again rather than lose them
+        except IndexUnavailable as exc:  # still pending: a rerun keeps these pages again rather than lose them
+            self._warn_once(
+                "confirm",
+                "Could not confirm %(count)d delivered pages (%(error)s): their records stay pending, and the "
+                "next crawl keeps those pages again; further failures to confirm are not repeated",
+                {"count": len(rids) + len(marks), "error": exc},
+            )
+        if self._unjoined:
+            await self._undo_joins_left(closing)
 
     async def _keep_alive_periodically(self) -> None:
         """Renew the index session's lease: while it holds, another crawl with the same page in flight
@@ -693,8 +731,10 @@ class SimhashPipeline:
         assert self.index is not None
         try:
             self._inc("simhash/expired", await self.index.expire())
-        except IndexUnavailable:
-            pass  # reported by the guard
+        except IndexUnavailable as exc:
+            if isinstance(exc.error, IndexOpenError):  # the server turned to evicting keys: stop writing to it
+                self._cannot_open(str(exc))
+                return
         classes = self.config.retention
         if not classes or all(ttl is None for ttl in classes.values()):
             return

@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_INDEX_RETRY_DELAY": 0.1,
     "SIMHASH_EXPIRE_INTERVAL": 3600.0,
     "SIMHASH_SESSION_LEASE": 30.0,
+    "SIMHASH_ALLOW_EVICTION": False,  # run on a Redis that evicts keys when full (refused otherwise)
     # Audit
     "SIMHASH_MERGE_LOG": None,  # None: .scrapy/simhash/{spider}-merges.jsonl; "": off
     "SIMHASH_REVIEW_LOG": None,  # None: .scrapy/simhash/{spider}-review.jsonl; "": off
@@ -196,6 +197,7 @@ class SimhashSettings:
     index_retry_delay: float
     expire_interval: float
     session_lease: float
+    allow_eviction: bool
     merge_log: str | None
     review_log: str | None
     review_margin: float
@@ -265,6 +267,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         index_retry_delay=reader.number("SIMHASH_INDEX_RETRY_DELAY", float, 0.0, MAX_RETRY_DELAY),
         expire_interval=reader.number("SIMHASH_EXPIRE_INTERVAL", float, 0.0),
         session_lease=reader.number("SIMHASH_SESSION_LEASE", float, 0.5, MAX_SESSION_LEASE),
+        allow_eviction=reader.flag("SIMHASH_ALLOW_EVICTION"),
         merge_log=log_uri("SIMHASH_MERGE_LOG", "merges"),
         review_log=log_uri("SIMHASH_REVIEW_LOG", "review"),
         review_margin=reader.number("SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),

@@ -30,7 +30,7 @@ from scrapy_simhash.index.base import (
 )
 from scrapy_simhash.index.retention import Retention
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.redis_url import REDIS_SCHEMES, mask_url
+from scrapy_simhash.redis_url import REDIS_SCHEMES, is_redis, mask_url
 
 __all__ = [
     "BACKENDS",
@@ -68,6 +68,7 @@ def open_index(
     session: bytes | None = None,
     lease: float = 30.0,
     clock: Callable[[], float] = time.time,
+    allow_eviction: bool = False,
 ) -> Index:
     """The index at ``url``, not yet connected (``await index.open()`` connects and checks it).
 
@@ -75,7 +76,8 @@ def open_index(
     back (no text has more shingles than characters); ``create=False`` is for commands that only
     read: ``open()`` then raises ``IndexNotFound`` instead of creating an index. ``session`` tells
     this crawl's pending records from others' (random by default), ``lease`` how long they count as a
-    live crawl's without a :meth:`~Index.keep_alive`; ``clock`` is for tests.
+    live crawl's without a :meth:`~Index.keep_alive`; ``clock`` is for tests. ``allow_eviction``: a
+    Redis that evicts keys when full is run on, with a warning, rather than refused.
     """
     scheme = urlsplit(url).scheme
     if scheme not in BACKENDS:
@@ -83,6 +85,7 @@ def open_index(
             f"SIMHASH_INDEX_URL must start with one of {', '.join(f'{s}://' for s in BACKENDS)}, got {mask_url(url)!r}"
         )
     backend = load_object(BACKENDS[scheme])
+    redis_only = {"allow_eviction": allow_eviction} if is_redis(url) else {}
     return backend(
         url,
         layout=layout,
@@ -92,4 +95,5 @@ def open_index(
         create=create,
         session=session if session is not None else os.urandom(4),
         lease=lease,
+        **redis_only,
     )

@@ -124,8 +124,9 @@ class RedisIndex(Index):
         redis.exceptions.ClusterError,  # a cluster's redirects or TRYAGAIN past redis-py's retries, or CLUSTERDOWN
     )
 
-    def __init__(self, url: str, *, key_prefix: str, **options: Any) -> None:
+    def __init__(self, url: str, *, key_prefix: str, allow_eviction: bool = False, **options: Any) -> None:
         super().__init__(location=mask_url(url), **options)
+        self.allow_eviction = allow_eviction
         self.cluster = is_cluster(url)
         if self.cluster and not re.search(r"\{[^{}]+\}", key_prefix):
             raise ValueError(f"a Redis Cluster index needs a {{hash tag}} in SIMHASH_KEY_PREFIX, got {key_prefix!r}")
@@ -279,6 +280,8 @@ class RedisIndex(Index):
     async def _open(self) -> None:
         if not self.create and not await self.client.exists(f"{self.prefix}:meta"):
             raise IndexNotFound(f"no index under {self.prefix!r} at {self.location}")
+        if self.create:  # a crawl writes: a read-only command (an erasure) must reach what remains anywhere
+            await self._check_eviction()
         identity = self._identity()
         schema, fingerprint, layout = await self._call(
             "identity", identity["schema"], identity["fingerprint"], identity["layout"]
@@ -294,6 +297,45 @@ class RedisIndex(Index):
                 "The Redis at %(location)s keeps nothing on disk (appendonly no, no save points): a restart "
                 "empties the index, and the next crawl keeps every page again", {"location": self.location},
             )
+
+    async def _check_eviction(self) -> None:
+        """Refuse a server that evicts keys when full, unless ``allow_eviction`` (then say it, every time).
+
+        An evicted key of the index is a lost record, a record id handed out again (its counter gone)
+        or a lost identity, and no error tells; most managed services default to an evicting policy.
+        """
+        evicting = [(policy, limit) for policy, limit in await self._memory_policies()
+                    if limit > 0 and policy != "noeviction"]
+        if not evicting:
+            return
+        policy, limit = evicting[0]
+        found = f"{self.location} evicts keys when its memory is full (maxmemory-policy {policy}, maxmemory {limit})"
+        if self.allow_eviction:
+            logger.warning(
+                "%(found)s and SIMHASH_ALLOW_EVICTION is on: pages, record ids and the index itself can be lost "
+                "without a word, and copies kept as new pages", {"found": found},
+            )
+            return
+        raise IndexOpenError(
+            f"{found}: an evicted key loses index records or record ids without an error. Set maxmemory-policy "
+            "noeviction on the server (CONFIG SET maxmemory-policy noeviction, redis.conf, or the service's "
+            "parameter group), or SIMHASH_ALLOW_EVICTION = True to run on it anyway"
+        )
+
+    async def _memory_policies(self) -> list[tuple[str, int]]:
+        """Each primary's (maxmemory-policy, maxmemory): from CONFIG GET, or INFO memory where CONFIG is
+        refused or renamed (managed services)."""
+        nodes = self.client.get_primaries() if self.cluster else [None]
+        policies = []
+        for node in nodes:
+            target = {"target_nodes": node} if node is not None else {}
+            try:
+                config = {_text(k): _text(v) for k, v in (await self.client.config_get("maxmemory*", **target)).items()}
+                policies.append((config["maxmemory-policy"], int(config["maxmemory"])))
+            except (redis.exceptions.ResponseError, KeyError):
+                info = await self.client.info("memory", **target)
+                policies.append((str(info["maxmemory_policy"]), int(info["maxmemory"])))
+        return policies
 
     async def _keeps_nothing_on_disk(self) -> bool:
         """Whether one server writes neither an append-only file nor RDB snapshots. False where it will
@@ -528,6 +570,7 @@ class RedisIndex(Index):
         return erased
 
     async def expire(self) -> int:
+        await self._check_eviction()  # a policy can change while a crawl runs
         erased = 0
         while True:
             due = await self._call("close_due", repr(self.retention.clock()), _EXPIRE_BATCH)
