@@ -153,8 +153,11 @@ class RedisIndex(Index):
                 ) from None
             if "Function not found" not in str(exc):
                 raise
-        # A server new to this version, restarted without persistence, or flushed: load and call again.
+        # A server new to this version, restarted without persistence, or flushed: load and call again,
+        # and put back the identity a restart took, so that an erasure finds the records written from now.
         await self.client.function_load(self._library, replace=True)
+        if self.create and entry != "identity":
+            await self._identify()
         return await self.client.fcall(*call)
 
     async def _batched(self, entry: str, *args: Any) -> Any:
@@ -279,18 +282,17 @@ class RedisIndex(Index):
 
     async def _open(self) -> None:
         if not self.create and not await self.client.exists(f"{self.prefix}:meta"):
-            raise IndexNotFound(f"no index under {self.prefix!r} at {self.location}")
+            if not await self.client.exists(f"{self.prefix}:n"):  # no record was ever numbered: no index
+                raise IndexNotFound(f"no index under {self.prefix!r} at {self.location}")
+            logger.warning(
+                "The index under %(prefix)r at %(location)s has lost its identity key (a restart without "
+                "persistence, a flush or an evicting server): working on the records that remain",
+                {"prefix": self.prefix, "location": self.location},
+            )
+            return
         if self.create:  # a crawl writes: a read-only command (an erasure) must reach what remains anywhere
             await self._check_eviction()
-        identity = self._identity()
-        schema, fingerprint, layout = await self._call(
-            "identity", identity["schema"], identity["fingerprint"], identity["layout"]
-        )
-        stored = {"schema": schema, "fingerprint": fingerprint, "layout": layout}
-        self._check_identity(
-            {name: value.decode() for name, value in stored.items() if value is not None},
-            f"index {self.prefix!r} at {self.location}",
-        )
+        await self._identify()
         await self.keep_alive()
         if await self._keeps_nothing_on_disk():
             logger.warning(
@@ -336,6 +338,18 @@ class RedisIndex(Index):
                 info = await self.client.info("memory", **target)
                 policies.append((str(info["maxmemory_policy"]), int(info["maxmemory"])))
         return policies
+
+    async def _identify(self) -> None:
+        """Check the stored identity against this crawl's, writing it where it is missing."""
+        identity = self._identity()
+        schema, fingerprint, layout = await self._call(
+            "identity", identity["schema"], identity["fingerprint"], identity["layout"]
+        )
+        stored = {"schema": schema, "fingerprint": fingerprint, "layout": layout}
+        self._check_identity(
+            {name: value.decode() for name, value in stored.items() if value is not None},
+            f"index {self.prefix!r} at {self.location}",
+        )
 
     async def _keeps_nothing_on_disk(self) -> bool:
         """Whether one server writes neither an append-only file nor RDB snapshots. False where it will
@@ -603,6 +617,9 @@ class RedisIndex(Index):
         return int(await self.client.get(f"{self.prefix}:c") or 0)
 
     async def keep_alive(self) -> None:
+        """Renew the lease; a renewal also puts back an identity key lost meanwhile (a flush)."""
+        if self._leased:
+            await self._identify()
         await self.client.set(self._lease_key, 1, px=max(1, round(self.lease * 1000)))
         self._leased = True
 
