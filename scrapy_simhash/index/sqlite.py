@@ -7,6 +7,7 @@ writes is one ``BEGIN IMMEDIATE`` transaction, so processes sharing the file kee
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -87,6 +88,10 @@ _CANDIDATE = (
 #: Seconds a call waits for another process's write lock: a crawl's transactions hold it for
 #: milliseconds, so a longer wait is a lock held on purpose (an open sqlite3 shell, a backup).
 LOCK_WAIT = 30.0
+#: Seconds a call waits for another process's write lock before the wait is logged with its cause.
+STALL_NOTICE = 5.0
+
+logger = logging.getLogger(__name__)
 
 
 class SQLiteIndex(Index):
@@ -105,6 +110,7 @@ class SQLiteIndex(Index):
         self._closed = False
         self.lock_wait = LOCK_WAIT
         self._busy_timeout = 0.0  # the connection's, in seconds
+        self._stalled_since: float | None = None  # a wait for another process's lock that was logged
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -122,10 +128,37 @@ class SQLiteIndex(Index):
         if not loop.is_running():
             raise RuntimeError("the event loop that made this index call has stopped")
         left = round(max(0.0, made + self.lock_wait - time.monotonic()), 1)
-        if self._db is not None and left != self._busy_timeout:  # a PRAGMA costs ~5 us: most calls keep it
-            self._db.execute(f"PRAGMA busy_timeout = {round(left * 1000)}")
-            self._busy_timeout = left
-        return fn(*args)
+        first = left if self._stalled_since is not None else min(left, STALL_NOTICE)
+        self._wait_for_lock(first)
+        try:
+            result = fn(*args)
+        except sqlite3.OperationalError as exc:
+            if first >= left or "locked" not in str(exc):
+                raise
+            self._stalled(made, left - first)
+            self._wait_for_lock(round(max(0.0, made + self.lock_wait - time.monotonic()), 1))
+            result = fn(*args)  # the failed attempt rolled back whole: nothing is done twice
+        if self._stalled_since is not None:
+            logger.info("SQLite index %(location)s: the write lock came free after %(seconds).0f s",
+                        {"location": self.location, "seconds": time.monotonic() - self._stalled_since})
+            self._stalled_since = None
+        return result
+
+    def _wait_for_lock(self, seconds: float) -> None:
+        """The connection's busy timeout (or the next connection's): a PRAGMA costs ~5 us, most calls keep it."""
+        if seconds != self._busy_timeout:
+            if self._db is not None:
+                self._db.execute(f"PRAGMA busy_timeout = {round(seconds * 1000)}")
+            self._busy_timeout = seconds
+
+    def _stalled(self, made: float, more: float) -> None:
+        """Say once, while it lasts, why the crawl waits: SQLite itself waits without a word."""
+        self._stalled_since = made
+        logger.warning(
+            "SQLite index %(location)s: another process holds the file's write lock (another crawl writing, an open "
+            "sqlite3 shell, a backup); waiting %(more).0f s more for it, after which the items waiting pass on "
+            "unchecked", {"location": self.location, "more": more},
+        )
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -230,8 +263,7 @@ class SQLiteIndex(Index):
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
-            db = self._db = sqlite3.connect(self.path, timeout=self.lock_wait, isolation_level=None)
-            self._busy_timeout = self.lock_wait
+            db = self._db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
             db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()

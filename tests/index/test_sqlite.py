@@ -84,3 +84,33 @@ def test_calls_still_queued_when_the_event_loop_stops_are_not_run(tmp_path):
     for call in calls:
         call.cancel()
     loop.close()
+
+
+async def test_a_wait_for_another_processs_write_lock_is_logged_with_its_cause(tmp_path, monkeypatch, caplog):
+    """The lock held by another process while a crawl opens the index: after STALL_NOTICE seconds a
+    warning names the file and the cause, before the call's whole wait ends (issue 43)."""
+    import logging
+    import subprocess
+    import sys
+
+    import scrapy_simhash.index.sqlite
+
+    path = tmp_path / "index.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        monkeypatch.setattr(scrapy_simhash.index.sqlite, "STALL_NOTICE", 0.2)
+        index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+        index.lock_wait = 1.0
+        with caplog.at_level(logging.INFO), pytest.raises(sqlite3.OperationalError, match="locked"):
+            await index.open()
+        await index.close()
+    finally:
+        holder.communicate("")
+    [said] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert str(path) in said.getMessage() and "write lock" in said.getMessage()
+    assert "another process" in said.getMessage(), said.getMessage()
