@@ -4,7 +4,8 @@ Without feed exports, at ``item_scraped``: the item went through the last pipeli
 every feed batch holding the item is stored: S3, GCS and FTP feeds upload a batch only when it
 closes (at the end of the crawl, or every ``FEED_EXPORT_BATCH_ITEM_COUNT`` items), and a local
 file is flushed then. A record confirmed before would make the next crawl drop the copies of a page
-that a failed upload or a killed crawl never delivered.
+that a failed upload or a killed crawl never delivered; one confirmed later than needed has a killed
+crawl's stored pages exported again (docs/reliability.md "Feeds of a killed crawl" measures both).
 """
 
 from __future__ import annotations

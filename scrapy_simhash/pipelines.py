@@ -660,8 +660,13 @@ class SimhashPipeline:
             self._send_soon(self._mark_scraped, [rid])
 
     def _feed_slot_closed(self, slot: Any) -> None:
+        """A stored batch's pages count at once, not after CONFIRM_DELAY: a crawl killed meanwhile would
+        have its rerun export them again (docs/reliability.md "Feeds of a killed crawl")."""
         assert self._deliveries is not None
-        self._send_soon(self._confirm, self._deliveries.stored(slot))
+        rids = self._deliveries.stored(slot)
+        if rids:
+            self._confirm.extend(rids)
+            self._confirming = asyncio.ensure_future(self._flush_confirmations())
 
     def _send_soon(self, queue: list[int], rids: list[int]) -> None:
         """Confirmations and scraped marks are sent in batches, or after CONFIRM_DELAY."""
