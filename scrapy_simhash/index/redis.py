@@ -541,20 +541,22 @@ class RedisIndex(Index):
             await self._call("scraped", self.session, *rids)
 
     async def records(self, key: str) -> list[StoredRecord]:
-        return [stored for stored, _ in await self._find(key)]
+        return [stored for stored, _ in (await self._find(key))[0]]
 
-    async def _find(self, key: str) -> list[tuple[StoredRecord, bytes]]:
-        """The records under id or URL ``key``, each with the write id its data is kept under."""
+    async def _find(self, key: str) -> tuple[list[tuple[StoredRecord, bytes]], list[tuple[int, bytes]]]:
+        """The records under id or URL ``key``, each with the write id its data is kept under; and the
+        (rid, write id) of those under its handle whose page data is gone (erased meanwhile, or lost)."""
         found = await self._call("find", handle(key))
         if not found:
-            return []
+            return [], []
         async with self.client.pipeline(transaction=False) as pipe:
             for entry in found:
                 pipe.hmget(self._data_key(entry[4]), "s", "i", "u", "h", "t", "c")
             data = await pipe.execute()
-        out = []
+        out, lost = [], []
         for (rid, gid, canonical, fingerprint, write_id, pending, _), (blob, *fields) in zip(found, data):
-            if fields[0] is None:  # erased meanwhile
+            if fields[0] is None:
+                lost.append((rid, write_id))
                 continue
             id_, url, host, first_seen, retention = (field.decode() for field in fields)
             if key not in (id_, url):  # two keys whose 8-byte handles collide
@@ -564,23 +566,34 @@ class RedisIndex(Index):
                 retention, bool(pending), self._stored_hashes(blob),
             )
             out.append((stored, write_id))
-        return sorted(out, key=lambda pair: pair[0].rid)
+        return sorted(out, key=lambda pair: pair[0].rid), lost
 
     async def erase(self, key: str) -> list[Erased]:
-        found = await self._find(key)
-        if not found:
+        """A record under ``key``'s handle whose page data is gone is erased too: nothing tells its id
+        any more, and an erasure that leaves a record of the page is no erasure; a warning says so."""
+        found, lost = await self._find(key)
+        if not found and not lost:
             return []
-        await self._forget([write_id for _, write_id in found])
-        replies = await self._call("erase", *(stored.rid for stored, _ in found))
+        await self._forget([write_id for _, write_id in found] + [write_id for _, write_id in lost])
+        replies = await self._call("erase", *(stored.rid for stored, _ in found), *(rid for rid, _ in lost))
         by_rid = {stored.rid: stored for stored, _ in found}
+        unchecked = [reply for reply in replies if reply[0] not in by_rid]
+        if unchecked:
+            logger.warning(
+                "%(count)d record(s) under the handle of %(key)r in %(location)s had lost their page data (id, URL, "
+                "hashes), so their id could not be checked: erased by the handle alone",
+                {"count": len(unchecked), "key": key, "location": self.location},
+            )
+        names = {stored.rid: (stored.id, stored.url) for stored in by_rid.values()}
+        names.update({reply[0]: (key, "") for reply in unchecked})
         erased = []
         for rid, was_canonical, promoted_rid, promoted_key, _key in replies:
             promoted = None
-            if promoted_rid in by_rid:  # erased by this very call: its page data is gone
-                promoted = by_rid[promoted_rid].id
+            if promoted_rid in names:  # erased by this very call: its page data is gone
+                promoted = names[promoted_rid][0]
             elif promoted_key:
                 promoted = (await self.client.hget(self._data_key(promoted_key), "i") or b"").decode()
-            erased.append(Erased(by_rid[rid].id, by_rid[rid].url, bool(was_canonical), promoted))
+            erased.append(Erased(*names[rid], bool(was_canonical), promoted))
         return erased
 
     async def expire(self) -> int:

@@ -94,3 +94,29 @@ def _values(server) -> list[bytes]:
             elif kind == b"stream":
                 out += [b"".join(k + v for k, v in fields.items()) for _, fields in admin.xrange(key)]
         return out
+
+
+async def test_a_record_whose_page_data_is_gone_is_erased_by_its_handle_and_said(throwaway_redis, caplog):
+    """Its id and URL are gone with its page data; the record still sits in its group under the key's
+    handle: the erasure takes it out and says it could not check the id."""
+    pipeline = await open_pipeline(settings(throwaway_redis))
+    body = article(4324)
+    try:
+        assert await feed(pipeline, {"url": PAGE, "body_text": body})
+        assert not await feed(pipeline, {"url": COPY, "body_text": body})
+    finally:
+        await pipeline.close_spider()
+    with throwaway_redis.client() as admin:
+        [data] = [key for key in admin.keys("simhash:harness:d:*") if COPY.encode() in admin.hget(key, "u")]
+        admin.delete(data)
+    with caplog.at_level(logging.WARNING):
+        result = await erase(pipeline.config, COPY)
+    assert [(record.id, record.canonical) for record in result.records] == [(COPY, False)]
+    [said] = [r.getMessage() for r in caplog.records if "page data" in r.getMessage()]
+    assert "1 record" in said and COPY in said
+    reader = open_index(throwaway_redis.url, key_prefix="simhash:{harness}", layout=pipeline.layout, create=False)
+    try:
+        await reader.open()
+        assert await reader.count() == 1 and [r.id for r in await reader.records(PAGE)] == [PAGE]
+    finally:
+        await reader.close()
