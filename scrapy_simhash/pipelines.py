@@ -201,9 +201,9 @@ class SimhashPipeline:
             await self.learner.open(self.index)
         try:
             if config.merge_log:
-                self.merge_log = open_merge_log(config.merge_log, stream_key(config, "merges"))
+                self.merge_log = open_merge_log(config.merge_log, stream_key(config, "merges"), config.allow_eviction)
             if config.review_log:
-                self.review_log = open_merge_log(config.review_log, stream_key(config, "review"))
+                self.review_log = open_merge_log(config.review_log, stream_key(config, "review"), config.allow_eviction)
             for log in (self.merge_log, self.review_log):
                 if log is not None:
                     await log.check()

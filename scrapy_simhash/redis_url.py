@@ -16,10 +16,11 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import redis
 import redis.asyncio
 import redis.cluster
+import redis.exceptions
 
 __all__ = [
-    "CLUSTER_SCHEMES", "OWN_OPTIONS", "REDIS_SCHEMES", "async_client", "client_url", "is_cluster", "is_redis",
-    "mask_url", "split_options", "sync_client",
+    "CLUSTER_SCHEMES", "OWN_OPTIONS", "REDIS_SCHEMES", "async_client", "client_url", "eviction", "is_cluster",
+    "is_redis", "mask_url", "split_options", "sync_client",
 ]
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -29,6 +30,11 @@ OWN_OPTIONS = ("stream", "max_connections", "maxlen")
 MASK = "***"
 # A password query parameter's value runs to the next parameter: a # or @ left unencoded in it stays masked.
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+#: What to do about a server that evicts keys, for the error that refuses it.
+EVICTION_FIX = (
+    "Set maxmemory-policy noeviction on the server (CONFIG SET maxmemory-policy noeviction, redis.conf, or the "
+    "service's parameter group), or SIMHASH_ALLOW_EVICTION = True to run on it anyway"
+)
 #: Seconds a command waits for its reply unless the URL says (``?socket_timeout=``): a server that
 #: accepts connections and never answers (frozen, behind a half-open link) would hold each item for
 #: good. Calls take milliseconds; redis-py 8 waits 5 s by default, older releases forever.
@@ -78,6 +84,29 @@ def split_options(url: str, names: tuple[str, ...]) -> tuple[str, dict[str, str]
 def client_url(url: str) -> str:
     """The URL a Redis client connects with: ``url`` less this package's own options."""
     return split_options(url, OWN_OPTIONS)[0]
+
+
+async def eviction(client: redis.asyncio.Redis | redis.asyncio.RedisCluster) -> str | None:
+    """How the server (each primary of a cluster) evicts keys when its memory is full, as
+    ``"maxmemory-policy allkeys-lru, maxmemory 2097152"``; None when it never does (``noeviction``,
+    or no memory limit). Read with CONFIG GET, or INFO memory where CONFIG is refused or renamed, as
+    managed services do (and most of them default to an evicting policy)."""
+    nodes = client.get_primaries() if isinstance(client, redis.asyncio.RedisCluster) else [None]
+    for node in nodes:
+        target = {"target_nodes": node} if node is not None else {}
+        try:
+            config = {_text(k): _text(v) for k, v in (await client.config_get("maxmemory*", **target)).items()}
+            policy, limit = config["maxmemory-policy"], int(config["maxmemory"])
+        except (redis.exceptions.ResponseError, KeyError):
+            info = await client.info("memory", **target)
+            policy, limit = str(info["maxmemory_policy"]), int(info["maxmemory"])
+        if limit > 0 and policy != "noeviction":
+            return f"maxmemory-policy {policy}, maxmemory {limit}"
+    return None
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _node_url(url: str) -> str:

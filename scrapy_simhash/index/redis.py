@@ -40,7 +40,7 @@ from scrapy_simhash.index.base import (
 )
 from scrapy_simhash.whole_text import SAME_TEXT
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
+from scrapy_simhash.redis_url import EVICTION_FIX, async_client, eviction, is_cluster, mask_url
 
 __all__ = ["RedisIndex"]
 
@@ -304,14 +304,12 @@ class RedisIndex(Index):
         """Refuse a server that evicts keys when full, unless ``allow_eviction`` (then say it, every time).
 
         An evicted key of the index is a lost record, a record id handed out again (its counter gone)
-        or a lost identity, and no error tells; most managed services default to an evicting policy.
+        or a lost identity, and no error tells.
         """
-        evicting = [(policy, limit) for policy, limit in await self._memory_policies()
-                    if limit > 0 and policy != "noeviction"]
-        if not evicting:
+        how = await eviction(self.client)
+        if how is None:
             return
-        policy, limit = evicting[0]
-        found = f"{self.location} evicts keys when its memory is full (maxmemory-policy {policy}, maxmemory {limit})"
+        found = f"{self.location} evicts keys when its memory is full ({how})"
         if self.allow_eviction:
             logger.warning(
                 "%(found)s and SIMHASH_ALLOW_EVICTION is on: pages, record ids and the index itself can be lost "
@@ -319,25 +317,8 @@ class RedisIndex(Index):
             )
             return
         raise IndexOpenError(
-            f"{found}: an evicted key loses index records or record ids without an error. Set maxmemory-policy "
-            "noeviction on the server (CONFIG SET maxmemory-policy noeviction, redis.conf, or the service's "
-            "parameter group), or SIMHASH_ALLOW_EVICTION = True to run on it anyway"
+            f"{found}: an evicted key loses index records or record ids without an error. {EVICTION_FIX}"
         )
-
-    async def _memory_policies(self) -> list[tuple[str, int]]:
-        """Each primary's (maxmemory-policy, maxmemory): from CONFIG GET, or INFO memory where CONFIG is
-        refused or renamed (managed services)."""
-        nodes = self.client.get_primaries() if self.cluster else [None]
-        policies = []
-        for node in nodes:
-            target = {"target_nodes": node} if node is not None else {}
-            try:
-                config = {_text(k): _text(v) for k, v in (await self.client.config_get("maxmemory*", **target)).items()}
-                policies.append((config["maxmemory-policy"], int(config["maxmemory"])))
-            except (redis.exceptions.ResponseError, KeyError):
-                info = await self.client.info("memory", **target)
-                policies.append((str(info["maxmemory_policy"]), int(info["maxmemory"])))
-        return policies
 
     async def _identify(self) -> None:
         """Check the stored identity against this crawl's, writing it where it is missing."""

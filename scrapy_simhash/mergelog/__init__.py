@@ -61,21 +61,22 @@ STORES: dict[str, type[LogStore]] = {
 }
 
 
-def log_store(uri: str, default_stream: str = "") -> LogStore:
+def log_store(uri: str, default_stream: str = "", allow_eviction: bool = False) -> LogStore:
     """The merge log at ``uri``: a file path or ``file://`` URI (JSON lines), or ``redis://...[?stream=KEY]``
-    (``rediss://``, ``unix://``, ``redis+cluster://``: a Redis Stream, ``default_stream`` when no key is given)."""
+    (``rediss://``, ``unix://``, ``redis+cluster://``: a Redis Stream, ``default_stream`` when no key is given;
+    ``allow_eviction``: on a server that evicts keys, which a writer's ``check`` otherwise refuses)."""
     scheme = urlsplit(uri).scheme
     store = STORES.get(scheme)
     if store is None:
         raise ValueError(f"merge log must be a file path, file:// or redis:// URI, got scheme {scheme!r}")
     if store is FileStore:
         return FileStore(urlsplit(uri).path if scheme else os.path.expanduser(uri))
-    return StreamStore(uri, default_stream)
+    return StreamStore(uri, default_stream, allow_eviction)
 
 
-def open_merge_log(uri: str, default_stream: str) -> MergeLog:
-    """A writer for the merge log at ``uri`` (see :func:`log_store`)."""
-    return log_store(uri, default_stream).writer()
+def open_merge_log(uri: str, default_stream: str, allow_eviction: bool = False) -> MergeLog:
+    """A writer for the merge log at ``uri`` (see :func:`log_store`); ``await log.check()`` before use."""
+    return log_store(uri, default_stream, allow_eviction).writer()
 
 
 class MergeLogReader:

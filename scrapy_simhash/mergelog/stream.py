@@ -24,7 +24,9 @@ from redis.crc import key_slot
 
 from scrapy_simhash.mergelog.base import LogRewrite, LogStore, MergeLog, MergeLogError, Tally
 from scrapy_simhash.mergelog.record import REMOVE, SIDES, Edit
-from scrapy_simhash.redis_url import OWN_OPTIONS, async_client, mask_url, split_options, sync_client
+from scrapy_simhash.redis_url import (
+    EVICTION_FIX, OWN_OPTIONS, async_client, eviction, mask_url, split_options, sync_client,
+)
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -132,7 +134,8 @@ class StreamMergeLog(MergeLog):
     would fail the 101st concurrent command with ``MaxConnectionsError`` instead).
     """
 
-    def __init__(self, address: StreamAddress, where: str) -> None:
+    def __init__(self, address: StreamAddress, where: str, allow_eviction: bool = False) -> None:
+        self.allow_eviction = allow_eviction
         self.stream = address.stream
         self.maxlen = address.maxlen
         self.where = where
@@ -153,26 +156,32 @@ class StreamMergeLog(MergeLog):
             raise MergeLogError(f"could not add to merge log {self.where}: {type(exc).__name__}: {exc}") from exc
 
     async def check(self) -> None:
-        """A server that refuses this log's credentials or database now will refuse every record: said at
-        open. One that does not answer may come back: its writes say so."""
+        """A server that refuses this log's credentials or database now will refuse every record, and one
+        that evicts keys when full loses records without an error: said at open. One that does not
+        answer may come back: its writes say so."""
         try:
             await self._client.ping()
+            how = await eviction(self._client)
         except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as exc:
             raise MergeLogError(f"{self.where} refuses this crawl: {type(exc).__name__}: {exc}") from None
         except (redis.exceptions.RedisError, OSError):
-            pass
+            return
+        if how is not None and not self.allow_eviction:
+            raise MergeLogError(f"{self.where} evicts keys when its memory is full ({how}): an evicted stream "
+                                f"loses its records without an error. {EVICTION_FIX}")
 
     async def close(self) -> None:
         await self._client.aclose()
 
 
 class StreamStore(LogStore):
-    def __init__(self, uri: str, default_stream: str) -> None:
+    def __init__(self, uri: str, default_stream: str, allow_eviction: bool = False) -> None:
+        self.allow_eviction = allow_eviction  # a writer's check at open accepts an evicting server
         self.address = StreamAddress.parse(uri, default_stream)
         self.where = f"{mask_url(self.address.url)} stream {self.address.stream}"
 
     def writer(self) -> StreamMergeLog:
-        return StreamMergeLog(self.address, self.where)
+        return StreamMergeLog(self.address, self.where, self.allow_eviction)
 
     def entries(self) -> Iterator[dict[str, Any] | None]:
         client = sync_client(self.address.url)

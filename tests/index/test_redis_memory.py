@@ -15,6 +15,7 @@ from texts import article
 
 from scrapy_simhash.index import IndexOpenError, open_index
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.mergelog import MergeLogError, open_merge_log
 
 pytestmark = pytest.mark.redis
 
@@ -107,3 +108,19 @@ def test_a_crawl_on_an_evicting_server_closes_at_open_with_one_line_naming_the_f
     assert stats["finish_reason"] == "simhash_index_error" and "Traceback" not in log
     with server.client() as admin:
         assert admin.dbsize() == 0
+
+
+async def test_a_merge_stream_on_an_evicting_server_is_refused_at_open(redis_factory) -> None:
+    """Evicted stream entries are lost audit records: the one rule holds for a log's stream too."""
+    server = redis_factory.start("--maxmemory", "2mb", "--maxmemory-policy", "allkeys-random")
+    log = open_merge_log(f"{server.url}?stream=merges", "unused")
+    try:
+        with pytest.raises(MergeLogError, match="maxmemory-policy allkeys-random.*maxmemory-policy noeviction"):
+            await log.check()
+    finally:
+        await log.close()
+    accepted = open_merge_log(f"{server.url}?stream=merges", "unused", allow_eviction=True)
+    try:
+        await accepted.check()
+    finally:
+        await accepted.close()
