@@ -23,9 +23,15 @@ def settings(server) -> dict:
             "SIMHASH_INDEX_RETRIES": 3, "SIMHASH_INDEX_RETRY_DELAY": 0.05}
 
 
-def index_keys(server) -> list[bytes]:
-    with server.client() as admin:
-        return [key for key in admin.keys("*") if key != b"merges"]
+async def page_and_copy(server, body: str):
+    """A crawl that kept PAGE and dropped COPY, its copy; the closed pipeline."""
+    pipeline = await open_pipeline(settings(server))
+    try:
+        assert await feed(pipeline, {"url": PAGE, "body_text": body})
+        assert not await feed(pipeline, {"url": COPY, "body_text": body})
+    finally:
+        await pipeline.close_spider()
+    return pipeline
 
 
 async def test_a_restart_without_persistence_mid_crawl_leaves_an_index_that_can_be_erased(throwaway_redis):
@@ -47,13 +53,7 @@ async def test_a_restart_without_persistence_mid_crawl_leaves_an_index_that_can_
 
 
 async def test_an_index_without_its_identity_key_is_erased_and_the_loss_said(throwaway_redis, caplog):
-    pipeline = await open_pipeline(settings(throwaway_redis))
-    body = article(4322)
-    try:
-        assert await feed(pipeline, {"url": PAGE, "body_text": body})
-        assert not await feed(pipeline, {"url": COPY, "body_text": body})
-    finally:
-        await pipeline.close_spider()
+    pipeline = await page_and_copy(throwaway_redis, article(4322))
     with throwaway_redis.client() as admin:
         assert admin.delete("simhash:{harness}:meta") == 1  # evicted, or lost in a restart
     with caplog.at_level(logging.WARNING):
@@ -99,13 +99,7 @@ def _values(server) -> list[bytes]:
 async def test_a_record_whose_page_data_is_gone_is_erased_by_its_handle_and_said(throwaway_redis, caplog):
     """Its id and URL are gone with its page data; the record still sits in its group under the key's
     handle: the erasure takes it out and says it could not check the id."""
-    pipeline = await open_pipeline(settings(throwaway_redis))
-    body = article(4324)
-    try:
-        assert await feed(pipeline, {"url": PAGE, "body_text": body})
-        assert not await feed(pipeline, {"url": COPY, "body_text": body})
-    finally:
-        await pipeline.close_spider()
+    pipeline = await page_and_copy(throwaway_redis, article(4324))
     with throwaway_redis.client() as admin:
         [data] = [key for key in admin.keys("simhash:harness:d:*") if COPY.encode() in admin.hget(key, "u")]
         admin.delete(data)
