@@ -515,6 +515,8 @@ class SimhashPipeline:
             )
 
     async def _undo_joins_left(self, closing: bool = False) -> None:
+        """Try the refused undos again; at close, one error names the pages still joined unrecorded."""
+        assert self.index is not None
         for rid, page_id in list(self._unjoined.items()):
             try:
                 await self.index.remove(rid)
