@@ -201,6 +201,7 @@ def test_spider_custom_settings_are_honoured_and_defaults_live_under_the_data_di
         ("SIMHASH_EXPIRE_INTERVAL", float("nan"), "SIMHASH_EXPIRE_INTERVAL = nan: must be a finite number"),
         ("SIMHASH_INDEX_RETRIES", 2.7, "SIMHASH_INDEX_RETRIES = 2.7: must be an integer"),
         ("SIMHASH_MIN_WORDS", True, "SIMHASH_MIN_WORDS = True: must be an integer"),
+        ("SIMHASH_ALLOW_EVICTION", "sometimes", "SIMHASH_ALLOW_EVICTION = 'sometimes': must be True or False"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it_the_value_and_the_choices(name, value, message):
