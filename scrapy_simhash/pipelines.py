@@ -562,7 +562,9 @@ class SimhashPipeline:
         records = [self._record(decision, verified, page, record, rule) for decision, verified in decisions]
         if not await self._write(self.merge_log, records):
             return False  # the decision does not stand: nothing to review
-        sampled = [review_record(r, text) for r in records if self._sampled_for_review(page.id, r["jaccard"])]
+        sampled = [
+            review_record(r, text, page.text) for r in records if self._sampled_for_review(page.id, r["jaccard"])
+        ]
         if sampled and await self._write(self.review_log, sampled):
             self._inc("simhash/review_sampled", len(sampled))
         return True

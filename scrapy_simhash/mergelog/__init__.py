@@ -17,10 +17,12 @@ from scrapy_simhash.mergelog.jsonlines import FileStore
 from scrapy_simhash.mergelog.record import (
     DECISIONS,
     FIELDS,
+    FURNITURE_FIELD,
     TEXT_FIELD,
     Erasure,
     Rule,
     fingerprint_hex,
+    furniture_runs,
     is_jaccard,
     is_number,
     merge_record,
@@ -32,6 +34,7 @@ from scrapy_simhash.redis_url import REDIS_SCHEMES
 __all__ = [
     "DECISIONS",
     "FIELDS",
+    "FURNITURE_FIELD",
     "TEXT_FIELD",
     "LogRewrite",
     "LogStore",
@@ -42,6 +45,7 @@ __all__ = [
     "erase_pages",
     "expire_log",
     "fingerprint_hex",
+    "furniture_runs",
     "is_jaccard",
     "is_number",
     "log_store",

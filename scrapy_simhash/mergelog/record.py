@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "DECISIONS",
     "FIELDS",
+    "FURNITURE_FIELD",
     "REMOVE",
     "SIDES",
     "TEXT_FIELD",
@@ -26,6 +27,7 @@ __all__ = [
     "Rule",
     "expired",
     "fingerprint_hex",
+    "furniture_runs",
     "is_jaccard",
     "is_number",
     "merge_record",
@@ -58,8 +60,10 @@ SIDES: dict[str, tuple[str, ...]] = {
     "matched": ("matched_id", "matched_url", "matched_fingerprint"),
     "duplicate": ("duplicate_id", "duplicate_url", "duplicate_fingerprint"),
 }
-# The review log's extra field: the duplicate's compared text, removed with the duplicate's side.
+# The review log's extra fields: the duplicate's compared text, and the site furniture left out of it
+# (for the review page's raw view); removed with the duplicate's side.
 TEXT_FIELD = "duplicate_text"
+FURNITURE_FIELD = "duplicate_furniture"
 
 
 @dataclass(frozen=True)
@@ -148,9 +152,30 @@ def merge_record(
     }
 
 
-def review_record(record: dict[str, Any], text: str) -> dict[str, Any]:
-    """A review-log record: the merge-log record and the duplicate's compared text (boilerplate removed)."""
-    return {**record, TEXT_FIELD: text}
+def review_record(record: dict[str, Any], text: str, raw: str | None = None) -> dict[str, Any]:
+    """A review-log record: the merge-log record, the duplicate's compared text (boilerplate removed)
+    and, when ``raw`` (the text before) differs, the lines removed from it: the two hold the raw text
+    once, so a record stays within SIMHASH_MAX_CHARS of text."""
+    runs = furniture_runs(raw, text) if raw is not None and raw != text else []
+    return {**record, TEXT_FIELD: text, **({FURNITURE_FIELD: runs} if runs else {})}
+
+
+def furniture_runs(raw: str, kept: str) -> list[list[Any]]:
+    """The runs of ``raw``'s lines left out of ``kept`` (raw's lines, some left out, in order), each as
+    ``[number of its first line in raw, its lines joined by newlines]``; ValueError when ``kept`` is not that."""
+    lines, wanted = raw.split("\n"), kept.split("\n") if kept else []
+    runs: list[list[Any]] = []
+    at = 0
+    for number, line in enumerate(lines):
+        if at < len(wanted) and line == wanted[at]:
+            at += 1
+        elif runs and runs[-1][0] + runs[-1][1].count("\n") + 1 == number:
+            runs[-1][1] += "\n" + line
+        else:
+            runs.append([number, line])
+    if at < len(wanted):
+        raise ValueError("the kept text is not the raw text with lines left out")
+    return runs
 
 
 def redact(record: dict[str, Any], pages: Collection[str]) -> dict[str, Any] | None:
@@ -172,6 +197,7 @@ def redact(record: dict[str, Any], pages: Collection[str]) -> dict[str, Any] | N
             redacted[name] = None
     if "duplicate" in erased:
         redacted.pop(TEXT_FIELD, None)
+        redacted.pop(FURNITURE_FIELD, None)
     before = record.get("erased") or []
     redacted["erased"] = [side for side in SIDES if side in erased or side in before]
     return redacted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -114,3 +115,29 @@ async def test_a_review_log_that_refuses_costs_no_merge_and_is_said_as_such(
     assert "simhash/review_sampled" not in stats and stats["simhash/dropped"] == 1
     [warning] = [r for r in caplog.records if "review-log" in r.message]
     assert "kept" not in warning.message
+
+
+async def test_a_review_record_holds_the_compared_text_and_the_furniture_left_out(tmp_path):
+    """The review page shows the text compared and, on demand, the raw text: the record holds both, once."""
+    template = ["Brand of the site", "Home · News · About · Contact", "Related: more stories from us"]
+
+    def page(body: str) -> str:
+        return "\n".join([*template[:2], body, template[2]])
+
+    bodies = [article(3100 + n, words=120) for n in range(3)]
+    settings = {**sampling_all(tmp_path, str(tmp_path / "merges.jsonl"), str(tmp_path / "review.jsonl")),
+                "SIMHASH_BOILERPLATE": True}
+    pipeline = await open_pipeline(settings)
+    try:
+        # The host's three first pages wait for each other: the furniture is learned from them.
+        kept = await asyncio.gather(*(feed(pipeline, {"url": f"https://a.example/{n}", "body_text": page(body)})
+                                      for n, body in enumerate(bodies)))
+        assert kept == [True, True, True]
+        raw = page(bodies[0] + " one word more")
+        assert not await feed(pipeline, {"url": "https://a.example/copy", "body_text": raw})
+    finally:
+        await pipeline.close_spider()
+    [record] = [r for r in read_merge_log(str(tmp_path / "review.jsonl")) if r["decision"] == "merged"]
+    assert record["duplicate_text"] == bodies[0] + " one word more"
+    footer = raw.split("\n").index(template[2])
+    assert record["duplicate_furniture"] == [[0, "\n".join(template[:2])], [footer, template[2]]]

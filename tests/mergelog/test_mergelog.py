@@ -66,6 +66,7 @@ def test_records_of_one_rule_do_not_share_its_data() -> None:
 
 def test_a_review_record_carries_the_compared_text() -> None:
     assert review_record(record(), "the text") == {**record(), "duplicate_text": "the text"}
+    assert review_record(record(), "text", "nav\ntext")["duplicate_furniture"] == [[0, "nav"]]
 
 
 async def test_file_log_appends_compact_json_lines_across_runs(tmp_path) -> None:
@@ -104,7 +105,8 @@ async def test_a_record_that_is_not_json_is_refused_whole(tmp_path) -> None:
 async def test_stream_log_round_trips(redis_server_url, redis_prefix) -> None:
     log = open_merge_log(redis_server_url, f"{redis_prefix}:merges")
     written = [record(decision="rejected", duplicate="b"), record(duplicate="b"),
-               review_record(record(duplicate="c"), "text"), {**record(), "canonical_url": ""}]
+               review_record(record(duplicate="c"), "text"), {**record(), "canonical_url": ""},
+               review_record(record(duplicate="d"), "text", "nav\ntext\nfoot")]
     await log.write(written[:2])  # an item's rejected candidate and its merge, together
     await log.write(written[2:])
     await log.close()
