@@ -2,8 +2,9 @@
 
 A labelled file has one JSON object per line: ``{"a": ..., "b": ..., "label": "duplicate" | "distinct"}``
 where ``a`` and ``b`` are either an object with a ``text`` or a document id looked up in a corpus
-(JSON lines with ``id`` and the content fields). A pair is predicted duplicate at T when its
-verification hashes have Jaccard >= T: the pipeline's rule for a candidate.
+(JSON lines with ``id`` and the content fields), and, from the review page, ``jaccard``: what the
+crawl logged for the pair. A pair is predicted duplicate at T when its verification hashes have
+Jaccard >= T: the pipeline's rule for a candidate.
 """
 
 from __future__ import annotations
@@ -12,16 +13,31 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from scrapy_simhash.evaluate import Scores
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard_hashes
 from scrapy_simhash.jsonl import json_objects
+from scrapy_simhash.mergelog import is_jaccard
 
 logger = logging.getLogger(__name__)
 
 LABELS = {"duplicate": True, "distinct": False}
 #: Every threshold the recommendation considers.
 GRID = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
+
+
+#: A pair whose texts score further than this from the Jaccard logged for it is not the pair compared.
+LOGGED_TOLERANCE = 0.001
+
+
+class Labelled(NamedTuple):
+    """A labelled pair: its two texts, the label, and the Jaccard the crawl logged for it (if given)."""
+
+    text_a: str
+    text_b: str
+    duplicate: bool
+    logged: float | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,12 @@ class ScoredPair:
     duplicate: bool
     distance: int
     jaccard: float
+    logged: float | None = None
+
+    @property
+    def as_logged(self) -> bool:
+        """The texts score what the crawl logged for them: the texts it compared."""
+        return self.logged is not None and abs(self.jaccard - self.logged) <= LOGGED_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -41,8 +63,8 @@ class Separation:
     scores: Scores
 
 
-def read_labelled(path: str | Path, texts: Mapping[str, str] | None = None) -> list[tuple[str, str, bool]]:
-    """``(text_a, text_b, is_duplicate)`` per valid line; a line that cannot be used is logged and skipped."""
+def read_labelled(path: str | Path, texts: Mapping[str, str] | None = None) -> list[Labelled]:
+    """A :class:`Labelled` per valid line; a line that cannot be used is logged and skipped."""
 
     def text(side: object) -> str:
         if isinstance(side, dict) and isinstance(side.get("text"), str):
@@ -60,7 +82,9 @@ def read_labelled(path: str | Path, texts: Mapping[str, str] | None = None) -> l
         try:
             if entry.get("label") not in LABELS:
                 raise ValueError(f"needs a label, one of {sorted(LABELS)}")
-            pairs.append((text(entry.get("a")), text(entry.get("b")), LABELS[entry["label"]]))
+            logged = entry.get("jaccard")
+            logged = float(logged) if is_jaccard(logged) else None
+            pairs.append(Labelled(text(entry.get("a")), text(entry.get("b")), LABELS[entry["label"]], logged))
         except ValueError as exc:
             skipped += 1
             logger.warning("%(path)s:%(line)d: skipped: %(error)s", {"path": path, "line": number, "error": exc})
@@ -69,11 +93,14 @@ def read_labelled(path: str | Path, texts: Mapping[str, str] | None = None) -> l
     return pairs
 
 
-def score_pairs(pairs: Sequence[tuple[str, str, bool]], fingerprinter: Fingerprinter) -> list[ScoredPair]:
+def score_pairs(pairs: Sequence[Labelled | tuple[str, str, bool]], fingerprinter: Fingerprinter) -> list[ScoredPair]:
     scored = []
-    for text_a, text_b, duplicate in pairs:
+    for pair in pairs:
+        text_a, text_b, duplicate = pair[:3]
+        logged = pair.logged if isinstance(pair, Labelled) else None
         a, b = fingerprinter.signature(text_a), fingerprinter.signature(text_b)
-        scored.append(ScoredPair(duplicate, hamming(a.fingerprint, b.fingerprint), jaccard_hashes(a.hashes, b.hashes)))
+        distance, jaccard = hamming(a.fingerprint, b.fingerprint), jaccard_hashes(a.hashes, b.hashes)
+        scored.append(ScoredPair(duplicate, distance, jaccard, logged))
     return scored
 
 

@@ -12,7 +12,15 @@ from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
 from scrapy_simhash.evaluate import read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.settings import read
-from scrapy_simhash.tune import GRID, format_separations, read_labelled, recommend, score_pairs, separations
+from scrapy_simhash.tune import (
+    GRID,
+    LOGGED_TOLERANCE,
+    format_separations,
+    read_labelled,
+    recommend,
+    score_pairs,
+    separations,
+)
 
 SHOWN_THRESHOLDS = (0.6, 0.7, 0.8, 0.82, 0.85, 0.9, 0.95)
 
@@ -34,7 +42,8 @@ class Command(ScrapyCommand):
             "a text, or the id of a document of --corpus:\n"
             '  {"a": {"text": "..."}, "b": {"text": "..."}, "label": "duplicate"}\n'
             '  {"a": "doc-1", "b": "doc-7", "label": "distinct"}\n'
-            "The review page (scrapy simhash-review) downloads the pairs a reviewer marked in this form."
+            "The review page (scrapy simhash-review) downloads the pairs a reviewer marked in this form,\n"
+            "with the Jaccard the crawl logged for each (\"jaccard\"): tune says whether it scores the same."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -69,6 +78,12 @@ class Command(ScrapyCommand):
                     f"  {name}: distance {min(p.distance for p in group)}..{max(p.distance for p in group)}, "
                     f"Jaccard {min(p.jaccard for p in group):.3f}..{max(p.jaccard for p in group):.3f}"
                 )
+        logged = [p for p in scored if p.logged is not None]
+        if logged:
+            same = sum(p.as_logged for p in logged)
+            others = "" if same == len(logged) else ": the others' texts are not those compared"
+            print(f"  {same} of {len(logged)} pairs score here the Jaccard the crawl logged for them "
+                  f"(within {LOGGED_TOLERANCE}){others}")
         print(format_separations(separations(scored, opts.thresholds)))
         best = recommend(separations(scored, GRID), config.jaccard_threshold)
         print(

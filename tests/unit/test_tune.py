@@ -43,13 +43,13 @@ def test_read_labelled_resolves_ids_and_skips_unusable_lines(tmp_path, caplog) -
     path = tmp_path / "pairs.jsonl"
     lines = [
         {"a": "doc-1", "b": {"text": "inline text"}, "label": "duplicate"},
-        {"a": {"text": "x"}, "b": {"text": "y"}, "label": "distinct"},
+        {"a": {"text": "x"}, "b": {"text": "y"}, "label": "distinct", "jaccard": 0.83},
         {"a": "missing", "b": "doc-1", "label": "duplicate"},
         {"a": "doc-1", "b": "doc-1", "label": "maybe"},
     ]
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\nnot json\n")
     pairs = read_labelled(path, {"doc-1": "text of doc one"})
-    assert pairs == [("text of doc one", "inline text", True), ("x", "y", False)]
+    assert pairs == [("text of doc one", "inline text", True, None), ("x", "y", False, 0.83)]
     assert "2 lines" in caplog.text and "'missing' is not in the corpus" in caplog.text
     assert "not a JSON object" in caplog.text
 
@@ -66,7 +66,7 @@ def test_the_labelled_fixture_is_real_and_separable(full_corpus: list[dict]) -> 
     """The fixture refers to corpus pages by id (built by benchmarks/make_labelled.py)."""
     texts = {doc["id"]: doc["body_text"] for doc in full_corpus}
     pairs = read_labelled(FIXTURE, texts)
-    assert len(pairs) == 300 and sum(duplicate for _, _, duplicate in pairs) == 150
+    assert len(pairs) == 300 and sum(pair.duplicate for pair in pairs) == 150
     scored = score_pairs(pairs, Fingerprinter())
     duplicates = [p.jaccard for p in scored if p.duplicate]
     distinct = [p.jaccard for p in scored if not p.duplicate]
