@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from difflib import SequenceMatcher
+from functools import cached_property
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -24,17 +25,22 @@ from urllib.parse import quote
 
 from itemadapter import ItemAdapter, is_item
 
-from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value
+from scrapy_simhash.boilerplate import Furniture, page_lines
+from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
+from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes
 from scrapy_simhash.jsonl import json_objects
-from scrapy_simhash.mergelog import DECISIONS, is_jaccard, is_number
+from scrapy_simhash.mergelog import DECISIONS, FURNITURE_FIELD, TEXT_FIELD, furniture_runs, is_jaccard, is_number
 from scrapy_simhash.settings import SimhashSettings
 
 __all__ = [
     "Diff",
+    "FedPage",
+    "Found",
     "Pair",
     "Paging",
     "Side",
     "TextFinder",
+    "feed_pages",
     "histogram_svg",
     "item_texts",
     "logged_decisions",
@@ -45,7 +51,9 @@ __all__ = [
     "render_pages",
     "review_pages",
     "review_records",
+    "review_texts",
     "safe_link",
+    "text_html",
     "word_diff",
 ]
 
@@ -53,17 +61,17 @@ logger = logging.getLogger(__name__)
 
 # A record's ids and URLs: strings, or None on an erased side; texts are found by them.
 PAGE_FIELDS = ("canonical_id", "canonical_url", "matched_id", "matched_url", "duplicate_id", "duplicate_url")
-# Words of a text that are compared for the side-by-side view; a longer text is cut there for
-# display only (the labels carry the whole text): difflib's matching grows faster than linearly.
+# Words of a text whose differences are marked in the side-by-side view (the rest is shown unmarked):
+# difflib's matching grows faster than linearly.
 MAX_DIFF_WORDS = 10_000
 LABELS_FILE = "simhash-labels.jsonl"
-#: Pairs a page shows by default. A pair of 13 kB pages takes 60 kB of page (both texts marked up, and
-#: again as labels data): 6 MB a page, where a 76 MB review log made one page of 311 MB and took the
-#: command 1.6 GB. Measured: docs/benchmarks.md "Review pages".
+#: Pairs a page shows by default: a page a browser opens at once and a reviewer's sitting
+#: (docs/benchmarks.md "Review pages").
 PER_PAGE = 100
 
 _TITLE = b"<title>scrapy-simhash review</title>"  # in the head of every page: what marks a file as one
 _WORD = re.compile(r"\s*\S+")
+_BLANKS = re.compile(r"(\n[^\S\n]*\n)((?:[^\S\n]*\n)+)")
 # Only these become links; anything else (javascript:, data:, a URL with spaces or control
 # characters that a browser would strip) is shown as text.
 _LINKABLE = re.compile(r"(?:https?|file)://[^\s\x00-\x1f\x7f]*", re.IGNORECASE)
@@ -118,29 +126,50 @@ def read_feed(path: str | Path) -> Iterator[dict[str, Any]]:
     return (item for _, item in json_objects(path))
 
 
+Runs = tuple[tuple[int, str], ...]  # a text's furniture: (first line's number in the raw text, its lines)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A page's text as the pipeline compared it, where it came from, and the furniture left out of it."""
+
+    text: str
+    source: str
+    furniture: Runs = ()
+
+
 @dataclass
 class TextFinder:
-    """Texts of the crawl's pages by id and by URL, each with where it came from; the first one
-    added for an id or URL is kept."""
+    """Texts of the crawl's pages by id and by URL; the first one added for an id or URL is kept."""
 
-    by_id: dict[str, tuple[str, str]] = field(default_factory=dict)
-    by_url: dict[str, tuple[str, str]] = field(default_factory=dict)
+    by_id: dict[str, Found] = field(default_factory=dict)
+    by_url: dict[str, Found] = field(default_factory=dict)
 
-    def add(self, page_id: str | None, url: str | None, text: str, source: str) -> None:
+    def add(self, page_id: str | None, url: str | None, found: Found) -> None:
         if page_id:
-            self.by_id.setdefault(page_id, (text, source))
+            self.by_id.setdefault(page_id, found)
         if url:
-            self.by_url.setdefault(url, (text, source))
+            self.by_url.setdefault(url, found)
 
-    def find(self, page_id: str | None, url: str | None) -> tuple[str, str] | None:
+    def find(self, page_id: str | None, url: str | None) -> Found | None:
         """The text of the page with this id, else of the page at this URL."""
         return (self.by_id.get(page_id) if page_id else None) or (self.by_url.get(url) if url else None)
 
 
-def item_texts(finder: TextFinder, items: Iterable[Any], config: SimhashSettings, source: str) -> int:
-    """Add each item's text, extracted with the crawl's settings as the pipeline extracts it, under
-    the id and URL the pipeline gives the page; returns how many items could not be read."""
-    unreadable = 0
+@dataclass(frozen=True)
+class FedPage:
+    """An item of the crawl's feed as the pipeline names it, and its text before furniture removal."""
+
+    id: str
+    url: str | None
+    host: str
+    text: str
+
+
+def feed_pages(items: Iterable[Any], config: SimhashSettings) -> tuple[list[FedPage], int]:
+    """Each item's text, extracted with the crawl's settings as the pipeline extracts it, under the id,
+    URL and host the pipeline gives the page; and how many items could not be read."""
+    pages, unreadable = [], 0
     for item in items:
         if not is_item(item):
             unreadable += 1
@@ -151,20 +180,56 @@ def item_texts(finder: TextFinder, items: Iterable[Any], config: SimhashSettings
             # The page's id as the pipeline names it: the id field, else the URL, else a digest of the text.
             page_id = field_value(adapter, config.id_field or config.url_field) or f"digest:{exact_digest(text)}"
             url = field_value(adapter, config.url_field)
+            host = field_value(adapter, config.host_field) if config.host_field else host_of(url or "")
         except BadFieldError:
             unreadable += 1
             continue
         if text:
-            finder.add(page_id, url, text, source)
-    return unreadable
+            pages.append(FedPage(page_id, url, host or "", text))
+    return pages, unreadable
+
+
+def item_texts(
+    finder: TextFinder,
+    pages: Iterable[FedPage],
+    source: str,
+    furniture: Mapping[str, Furniture] | None = None,
+) -> None:
+    """Add each fed page's text; with ``furniture`` (each host's, as the crawl learned it), without
+    it, as the pipeline compared it."""
+    for page in pages:
+        found = furniture.get(page.host) if furniture is not None else None
+        if found is None:
+            finder.add(page.id, page.url, Found(page.text, source))
+            continue
+        text = found.strip(page_lines(page.text))
+        runs = tuple((start, lines) for start, lines in furniture_runs(page.text, text))
+        finder.add(page.id, page.url, Found(text, f"{source}, furniture removed", runs))
 
 
 def review_texts(finder: TextFinder, records: Iterable[Mapping[str, Any]], source: str) -> None:
     """Add the duplicate's text of each review record: the page's text as the pipeline compared it."""
     for record in records:
-        text = record.get("duplicate_text")
+        text = record.get(TEXT_FIELD)
         if isinstance(text, str) and text:
-            finder.add(record.get("duplicate_id"), record.get("duplicate_url"), text, source)
+            finder.add(record.get("duplicate_id"), record.get("duplicate_url"),
+                       Found(text, source, _runs(record.get(FURNITURE_FIELD))))
+
+
+def _runs(value: Any) -> Runs:
+    """A record's furniture runs, or none when they are not runs in order (logged)."""
+    if value is None:
+        return ()
+    runs: list[tuple[int, str]] = []
+    after = 0
+    for run in value if isinstance(value, list) else [None]:
+        if not (isinstance(run, list) and len(run) == 2 and isinstance(run[0], int) and isinstance(run[1], str)
+                and not isinstance(run[0], bool) and run[0] >= after):
+            logger.warning("review record's %(field)s is not line runs in order: ignored", {"field": FURNITURE_FIELD})
+            return ()
+        runs.append((run[0], run[1]))
+        after = run[0] + run[1].count("\n") + 1
+    return tuple(runs)
 
 
 @dataclass(frozen=True)
@@ -176,6 +241,7 @@ class Side:
     erased: bool
     text: str | None
     source: str  # where the text came from, or why there is none
+    furniture: Runs = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +260,27 @@ class Pair:
     @property
     def labellable(self) -> bool:
         return self.matched.text is not None and self.duplicate.text is not None
+
+    @property
+    def key(self) -> str:
+        """What names this decision in the browser's saved labels, whichever page or review shows it."""
+        record = self.record
+        named = [record.get(name) for name in ("matched_id", "duplicate_id", "timestamp", "decision", "jaccard")]
+        return hashlib.blake2b(json.dumps(named).encode(), digest_size=9).hexdigest()
+
+    @cached_property
+    def texts_jaccard(self) -> float | None:
+        """The Jaccard of the two texts shown, as ``simhash-tune`` scores them with the record's rule."""
+        if self.matched.text is None or self.duplicate.text is None:
+            return None
+        rule = self.record["rule"]
+        width, weighting = rule.get("shingle_width", 4), rule.get("weighting", "frequency")
+        try:
+            fingerprinter = Fingerprinter(width=width, weighting=weighting)
+        except (TypeError, ValueError):
+            return None
+        a, b = (fingerprinter.signature(text).hashes for text in (self.matched.text, self.duplicate.text))
+        return jaccard_hashes(a, b)
 
 
 def _str(value: Any) -> str | None:
@@ -223,19 +310,16 @@ def pairs_of(records: Sequence[Mapping[str, Any]], finder: TextFinder, items_giv
             if found is None:
                 matched = Side(matched_id, matched_url, False, None, not_found)
             else:
-                matched = Side(matched_id, matched_url, False, *found)
-        text = record.get("duplicate_text")
+                matched = Side(matched_id, matched_url, False, found.text, found.source, found.furniture)
+        text = record.get(TEXT_FIELD)
+        duplicate_id, duplicate_url = _str(record.get("duplicate_id")), _str(record.get("duplicate_url"))
         if "duplicate" in erased:
             duplicate = Side(None, None, True, None, ERASED)
         elif isinstance(text, str) and text:
-            duplicate = Side(
-                _str(record.get("duplicate_id")), _str(record.get("duplicate_url")), False, text, "review log"
-            )
+            duplicate = Side(duplicate_id, duplicate_url, False, text, "review log", _runs(record.get(FURNITURE_FIELD)))
         else:
-            duplicate = Side(
-                _str(record.get("duplicate_id")), _str(record.get("duplicate_url")), False, None,
-                "text not available: the review record has no duplicate_text",
-            )
+            duplicate = Side(duplicate_id, duplicate_url, False, None,
+                             "text not available: the review record has no duplicate_text")
         pairs.append(Pair(number, dict(record), matched, duplicate))
     return pairs
 
@@ -248,24 +332,27 @@ class Diff:
     right: str
     removed: int  # words only in the left text
     added: int  # words only in the right text
+    cut: bool = False  # the differences are marked in the first ``max_words`` words only
 
 
 def word_diff(a: str, b: str, max_words: int = MAX_DIFF_WORDS) -> Diff:
-    """Both texts as HTML (escaped), words only in ``a`` in ``<del>``, words only in ``b`` in ``<ins>``.
+    """Both texts as HTML, words only in ``a`` in ``<del>``, words only in ``b`` in ``<ins>``; each
+    text whole, so that the element's text is the text itself (the page reads the labels' texts there).
 
     Words are compared as they are written (case and punctuation count); the whitespace before a
-    word is kept as it is, so line breaks show with ``white-space: pre-wrap``.
+    word is kept as it is, so line breaks show with ``white-space: pre-wrap``. Past ``max_words``
+    words the texts are shown unmarked: difflib's matching grows faster than linearly.
     """
-    words_a, cut_a = _words(a, max_words)
-    words_b, cut_b = _words(b, max_words)
+    words_a, rest_a = _words(a, max_words)
+    words_b, rest_b = _words(b, max_words)
     matcher = SequenceMatcher(None, [w.lstrip() for w in words_a], [w.lstrip() for w in words_b], autojunk=False)
     left: list[str] = []
     right: list[str] = []
     removed = added = 0
     for operation, i1, i2, j1, j2 in matcher.get_opcodes():
         if operation == "equal":
-            left.append(escape("".join(words_a[i1:i2])))
-            right.append(escape("".join(words_b[j1:j2])))
+            left.append(text_html("".join(words_a[i1:i2])))
+            right.append(text_html("".join(words_b[j1:j2])))
             continue
         if i2 > i1:
             left.append(_marked(words_a[i1:i2], "del"))
@@ -273,21 +360,27 @@ def word_diff(a: str, b: str, max_words: int = MAX_DIFF_WORDS) -> Diff:
         if j2 > j1:
             right.append(_marked(words_b[j1:j2], "ins"))
             added += j2 - j1
-    return Diff("".join(left) + cut_a, "".join(right) + cut_b, removed, added)
+    cut = bool(rest_a.strip() or rest_b.strip())
+    return Diff("".join(left) + text_html(rest_a), "".join(right) + text_html(rest_b), removed, added, cut)
 
 
 def _words(text: str, max_words: int) -> tuple[list[str], str]:
-    words = _WORD.findall(text)
-    if len(words) <= max_words:
-        return words, ""
-    note = f'<span class="note">[cut here for display: {len(words):,} words in all]</span>'
-    return words[:max_words], f"\n{note}"
+    """The first ``max_words`` words, each with the whitespace before it, and the rest of the text."""
+    words = list(itertools.islice(_WORD.finditer(text), max_words))
+    end = words[-1].end() if words else 0
+    return [word.group() for word in words], text[end:]
+
+
+def text_html(text: str) -> str:
+    """``text`` as HTML whose parsed text is ``text`` again (a carriage return too), but for NUL; blank
+    lines past the first of a run are hidden (where furniture was), not left out."""
+    return _BLANKS.sub(r'\1<span class="gap">\2</span>', escape(text, quote=False).replace("\r", "&#13;"))
 
 
 def _marked(words: Sequence[str], tag: str) -> str:
     text = "".join(words)
     stripped = text.lstrip()
-    return f"{escape(text[: len(text) - len(stripped)])}<{tag}>{escape(stripped)}</{tag}>"
+    return f"{text_html(text[: len(text) - len(stripped)])}<{tag}>{text_html(stripped)}</{tag}>"
 
 
 def safe_link(url: str | None) -> str:
@@ -302,7 +395,7 @@ def safe_link(url: str | None) -> str:
 
 
 def histogram_svg(
-    decisions: Sequence[tuple[float, str]], thresholds: Iterable[float], width: int = 960, height: int = 240
+    decisions: Sequence[tuple[float, str]], thresholds: Iterable[float], width: int = 720, height: int = 220
 ) -> str:
     """Bars of 0.01 Jaccard, merged and rejected stacked, a dashed line at each threshold; inline SVG.
 
@@ -392,64 +485,248 @@ STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 1.5em 4em; color: #222; }
 h1 { font-size: 1.5em; margin: 1em 0 0.3em; }
 h2 { font-size: 1.1em; margin: 0 0 0.4em; }
-h3 { font-size: 0.95em; margin: 0 0 0.3em; font-weight: 600; }
+h3 { font-size: 0.95em; margin: 0; font-weight: 600; align-self: end; }
 .summary { color: #444; margin: 0.2em 0; }
-.toolbar { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ccc; padding: 0.6em 0;
-           display: flex; gap: 1em; align-items: center; z-index: 1; }
-.toolbar button { font: inherit; padding: 0.3em 1em; }
+figure { margin: 1em 0; }
+svg.histogram { display: block; width: 100%; max-width: 900px; height: auto; }
+.toolbar { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ccc; padding: 0.5em 0;
+           display: flex; flex-wrap: wrap; gap: 0.5em 1em; align-items: center; z-index: 1; }
+.toolbar button, .toolbar select { font: inherit; padding: 0.25em 0.8em; }
+.toolbar #counter { font-weight: 600; }
+.toolbar #status:empty { display: none; }
+.keys { color: #444; font-size: 0.9em; }
+kbd { border: 1px solid #aaa; border-radius: 3px; padding: 0 0.3em; font-size: 0.9em; background: #f4f4f4; }
+noscript p { border: 1px solid #c90; background: #fff6dd; padding: 0.5em 0.8em; }
 nav.pages { margin: 0.8em 0; }
 .pair { border: 1px solid #ccc; border-radius: 6px; margin: 1.2em 0; padding: 0.8em 1em; }
 .pair.labelled { border-color: #6a6; }
+.pair.current { box-shadow: 0 0 0 3px #4a7fd4; }
 .decision { font-weight: 600; padding: 0 0.4em; border-radius: 3px; }
 .decision.merged { background: #dbe9ff; }
 .decision.rejected { background: #fde2c8; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 0.15em 1em; margin: 0.4em 0 0.8em; }
+dl.meta { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.15em 1em; margin: 0.4em 0 0.8em; }
 dl.meta dt { color: #666; }
 dl.meta dd { margin: 0; overflow-wrap: anywhere; }
-.texts { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.texts { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); grid-template-rows: auto auto;
+         grid-auto-flow: column; gap: 0.3em 1em; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 26em; overflow: auto; border: 1px solid #ddd;
-        padding: 0.5em; background: #fafafa; font-size: 13px; }
+        padding: 0.5em; background: #fafafa; font-size: 13px; margin: 0; }
+.raw-view, body.raw .text.compared.has-raw, .gap { display: none; }
+body.raw .raw-view { display: block; }
+s.furniture { color: #777; background: #eee; text-decoration: line-through; }
 del { background: #ffd0d0; text-decoration: line-through; }
 ins { background: #c8f0c8; text-decoration: none; }
 .missing, .note { color: #a00; font-style: italic; }
 .source { color: #666; font-weight: normal; }
-fieldset.label { border: none; padding: 0.6em 0 0; margin: 0; display: flex; gap: 1.5em; }
+fieldset.label { border: none; padding: 0.6em 0 0; margin: 0; display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; }
 code { font-size: 12px; overflow-wrap: anywhere; }
 svg.histogram .merged { fill: #4a7fd4; }
 svg.histogram .rejected { fill: #e8954a; }
-svg.histogram .tick, svg.histogram .threshold-label { font-size: 11px; fill: #333; }
+svg.histogram .tick, svg.histogram .threshold-label { font-size: 13px; fill: #333; }
 svg.histogram .threshold-label { fill: #c00; }
 .legend span { margin-right: 1em; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; margin-right: 0.3em; }
 .swatch.merged { background: #4a7fd4; }
 .swatch.rejected { background: #e8954a; }
+@media (max-width: 700px) {
+  body { padding: 0 0.6em 3em; }
+  .texts { grid-template-columns: minmax(0, 1fr); grid-auto-flow: row; }
+  .text { max-height: 60vh; }
+  .pair { padding: 0.6em; }
+  .toolbar { gap: 0.4em 0.6em; }
+  .toolbar button, .toolbar select { padding: 0.2em 0.5em; }
+}
 """
 
-# Reads the labellable pairs from the JSON element, counts the choices, and downloads them as the
-# labelled-pairs JSON lines simhash-tune reads. Nothing is sent anywhere.
+# Keeps each pair's label in the browser's storage (by the decision's key, so a reload or a new review
+# of the same log finds it), filters and moves through the pairs, builds the raw-text view from the
+# furniture runs, and downloads the labels as the JSON lines simhash-tune reads: the texts are read
+# from the page itself, which holds each once. Nothing is sent anywhere.
 SCRIPT = r"""
 "use strict";
 const pairs = JSON.parse(document.getElementById("simhash-pairs").textContent);
+const STORE = "scrapy-simhash-labels";
+const LABELS = ["duplicate", "distinct"];
+const sections = Array.from(document.querySelectorAll("section.pair"));
+const toolbar = document.querySelector(".toolbar");
 const button = document.getElementById("download");
 const counter = document.getElementById("counter");
+const status = document.getElementById("status");
+const filter = document.getElementById("filter");
 const total = Object.keys(pairs).length;
+let current = null;
+let storage = null;
+try {
+  storage = window.localStorage;
+  storage.getItem(STORE);
+} catch (error) {
+  storage = null;
+}
+function stored() {
+  try {
+    const value = JSON.parse(storage.getItem(STORE) || "{}");
+    return value && typeof value === "object" && !Array.isArray(value) ? value : {};
+  } catch (error) {
+    return {};
+  }
+}
+function keep(section) {
+  if (!storage) return;
+  const all = stored();
+  const key = pairs[section.dataset.pair].key;
+  const chosen = labelOf(section);
+  if (chosen) all[key] = chosen; else delete all[key];
+  try {
+    storage.setItem(STORE, JSON.stringify(all));
+  } catch (error) {
+    say("Labels could not be saved in this browser: download them before leaving the page.");
+  }
+}
+function say(message) { status.textContent = message; }
+function labelOf(section) {
+  const input = section.querySelector("input.label:checked");
+  return input ? input.value : null;
+}
+function labellable(section) { return Object.prototype.hasOwnProperty.call(pairs, section.dataset.pair); }
+function textOf(section, side) {
+  const data = pairs[section.dataset.pair][side];
+  if (typeof data.text === "string") return data.text;
+  return section.querySelector('.text.compared[data-side="' + side + '"]').textContent;
+}
 function choices() {
   const chosen = [];
-  for (const input of document.querySelectorAll("input.label:checked")) {
-    const pair = pairs[input.dataset.pair];
-    chosen.push({a: pair.a, b: pair.b, label: input.value});
+  for (const section of sections) {
+    const label = labellable(section) ? labelOf(section) : null;
+    if (!label) continue;
+    const pair = pairs[section.dataset.pair];
+    const side = function (name) {
+      return {text: textOf(section, name), id: pair[name].id, url: pair[name].url};
+    };
+    chosen.push({a: side("a"), b: side("b"), label: label, jaccard: pair.jaccard});
   }
   return chosen;
 }
+function shows(section) {
+  const wanted = filter.value;
+  if (wanted === "unlabelled") return labellable(section) && labelOf(section) === null;
+  return wanted === "all" || section.dataset.decision === wanted;
+}
 function update() {
-  const count = choices().length;
+  let count = 0;
+  for (const section of sections) {
+    const labelled = labellable(section) && labelOf(section) !== null;
+    count += labelled;
+    section.classList.toggle("labelled", labelled);
+    section.hidden = !shows(section) && section !== current;
+  }
   counter.textContent = count + " of " + total + " pairs marked";
   button.disabled = count === 0;
-  for (const section of document.querySelectorAll("section.pair")) {
-    section.classList.toggle("labelled", section.querySelector("input.label:checked") !== null);
+}
+function focus(section) {
+  pick(section);
+  update();
+  const top = section.getBoundingClientRect().top + window.scrollY - toolbar.offsetHeight - 8;
+  window.scrollTo(0, Math.max(0, top));
+}
+function move(step) {
+  const visible = sections.filter(function (section) { return !section.hidden; });
+  if (!visible.length) return;
+  const at = visible.indexOf(current);
+  const next = at === -1 ? (step > 0 ? 0 : visible.length - 1) : at + step;
+  if (next >= 0 && next < visible.length) focus(visible[next]);
+}
+function nextUnlabelled() {
+  const start = current ? sections.indexOf(current) : -1;
+  for (let i = 1; i <= sections.length; i++) {
+    const section = sections[(start + i) % sections.length];
+    if (section !== current && labellable(section) && labelOf(section) === null && shows(section)) {
+      say("");
+      focus(section);
+      return;
+    }
+  }
+  say("Every pair shown is marked.");
+  update();
+}
+function choose(section, label) {
+  if (!section || !labellable(section)) return;
+  for (const input of section.querySelectorAll("input.label")) input.checked = input.value === label;
+  keep(section);
+  update();
+}
+function rawViews() {
+  for (const section of sections) {
+    for (const side of ["a", "b"]) {
+      const data = pairs[section.dataset.pair] && pairs[section.dataset.pair][side];
+      if (!data || !data.furniture.length) continue;
+      const shown = section.querySelector('.text.compared[data-side="' + side + '"]');
+      if (shown.nextElementSibling && shown.nextElementSibling.classList.contains("raw-view")) continue;
+      const kept = textOf(section, side) === "" ? [] : textOf(section, side).split("\n");
+      const view = document.createElement("div");
+      view.className = "text raw-view";
+      let line = 0, k = 0, first = true;
+      const add = function (text, furniture) {
+        if (!first) view.appendChild(document.createTextNode("\n"));
+        first = false;
+        if (!furniture) { view.appendChild(document.createTextNode(text)); return; }
+        const mark = document.createElement("s");
+        mark.className = "furniture";
+        mark.textContent = text;
+        view.appendChild(mark);
+      };
+      for (const [start, lines] of data.furniture) {
+        while (line < start && k < kept.length) { add(kept[k++], false); line++; }
+        add(lines, true);
+        line = start + lines.split("\n").length;
+      }
+      while (k < kept.length) add(kept[k++], false);
+      shown.classList.add("has-raw");
+      shown.after(view);
+    }
   }
 }
-document.addEventListener("change", update);
+function toggleRaw() {
+  rawViews();
+  const raw = document.body.classList.toggle("raw");
+  document.getElementById("raw").textContent = raw ? "Compared texts" : "Raw texts";
+}
+function pick(section) {
+  if (current === section) return;
+  if (current) current.classList.remove("current");
+  current = section;
+  section.classList.add("current");
+}
+for (const section of sections) {
+  section.addEventListener("click", function () { pick(section); });
+}
+const saved = storage ? stored() : {};
+for (const section of sections) {
+  if (!labellable(section)) continue;
+  const label = saved[pairs[section.dataset.pair].key];
+  for (const input of section.querySelectorAll("input.label")) input.checked = input.value === label;
+}
+if (!storage) say("This browser keeps no labels for this page: download them before leaving it.");
+document.addEventListener("change", function (event) {
+  if (event.target === filter) { update(); return; }
+  const section = event.target.closest("section.pair");
+  if (section && labellable(section)) { keep(section); update(); }
+});
+document.getElementById("next").addEventListener("click", nextUnlabelled);
+document.getElementById("raw").addEventListener("click", toggleRaw);
+document.addEventListener("keydown", function (event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || event.target === filter) return;
+  switch (event.key) {
+    case "j": move(1); break;
+    case "k": move(-1); break;
+    case "d": if (current) { choose(current, "duplicate"); nextUnlabelled(); } else nextUnlabelled(); break;
+    case "n": if (current) { choose(current, "distinct"); nextUnlabelled(); } else nextUnlabelled(); break;
+    case "x": choose(current, null); break;
+    case "u": nextUnlabelled(); break;
+    case "r": toggleRaw(); break;
+    default: return;
+  }
+  event.preventDefault();
+});
 button.addEventListener("click", function () {
   // U+2028 and U+2029 escaped too: some line readers (Python's str.splitlines) break lines there.
   const lines = choices().map(function (choice) {
@@ -467,15 +744,30 @@ button.addEventListener("click", function () {
 update();
 """
 
+KEYS = (
+    '<p class="keys">Keys: <kbd>j</kbd> / <kbd>k</kbd> next / previous pair · <kbd>d</kbd> duplicate · '
+    "<kbd>n</kbd> distinct (both go on to the next unmarked pair) · <kbd>x</kbd> clear · "
+    "<kbd>u</kbd> next unmarked · <kbd>r</kbd> raw / compared texts</p>"
+)
+NOSCRIPT = (
+    "<noscript><p>JavaScript is off: you can read the pairs and choose labels, but counting them, keeping "
+    "them across reloads, the filters, the keys, the raw texts and <b>downloading the labels</b> need the "
+    "page's script (it runs offline and sends nothing anywhere).</p></noscript>"
+)
 
-def _side_html(role: str, side: Side, body: str, only: str) -> str:
+
+def _side_html(role: str, side: Side, name: str, body: str, only: str) -> tuple[str, str]:
+    """The side's header and its text (or why there is none): two cells of the pair's grid."""
     if side.text is None:
         content = f'<p class="missing">{escape(side.source)}</p>'
         source = ""
     else:
-        content = f'<div class="text">{body}</div>'
+        content = f'<div class="text compared" data-side="{name}">{body}</div>'
         source = f" · {escape(side.source)}"
-    return f'<div class="side"><h3>{role}<span class="source">{only}{source}</span></h3>{content}</div>'
+    if side.furniture:
+        lines = sum(run.count("\n") + 1 for _, run in side.furniture)
+        source += f" · {lines:,} furniture lines left out"
+    return f'<h3>{role}<span class="source">{only}{source}</span></h3>', content
 
 
 def _who(side: Side) -> str:
@@ -495,6 +787,10 @@ def _rule_html(rule: Mapping[str, Any]) -> str:
     return "<code>" + " · ".join(parts) + "</code>"
 
 
+#: A pair whose texts score further than this from the logged Jaccard is flagged: not the texts compared.
+JACCARD_TOLERANCE = 0.001
+
+
 def _pair_html(pair: Pair) -> str:
     record = pair.record
     jaccard = float(record["jaccard"])
@@ -510,6 +806,12 @@ def _pair_html(pair: Pair) -> str:
     elif canonical_id != pair.matched.id:
         canonical = Side(_str(canonical_id), _str(canonical_url), False, None, "")
         meta.append(f"<dt>canonical</dt><dd>{_who(canonical)}</dd>")
+    texts_jaccard = pair.texts_jaccard
+    if texts_jaccard is not None and abs(texts_jaccard - jaccard) > JACCARD_TOLERANCE:
+        meta.append(
+            f'<dt>these texts</dt><dd class="note">Jaccard {texts_jaccard:.4f}, not the logged {jaccard:.4f}: '
+            "not exactly the texts compared (furniture learned or erased since?); simhash-tune scores these</dd>"
+        )
     meta.append(f"<dt>decided</dt><dd>{escape(str(record.get('timestamp', '')))}</dd>")
     if "retention" in record:
         meta.append(f"<dt>retention</dt><dd>{escape(str(record['retention']))}</dd>")
@@ -519,31 +821,39 @@ def _pair_html(pair: Pair) -> str:
         diff = word_diff(pair.matched.text, pair.duplicate.text)
         left, right = diff.left, diff.right
         only_left, only_right = f" · {diff.removed:,} words only here", f" · {diff.added:,} words only here"
+        if diff.cut:
+            meta.append(f"<dt>differences</dt><dd>marked in the first {MAX_DIFF_WORDS:,} words of each text</dd>")
         choice = "".join(
             f'<label><input type="radio" class="label" name="label-{pair.number}" data-pair="{pair.number}" '
-            f'value="{label}"> {label}</label>'
+            f'value="{label}" autocomplete="off"> {label}</label>'
             for label in ("duplicate", "distinct")
         )
         label = f'<fieldset class="label"><legend>Your label</legend>{choice}</fieldset>'
     else:
-        left, right = escape(pair.matched.text or ""), escape(pair.duplicate.text or "")
+        left, right = text_html(pair.matched.text or ""), text_html(pair.duplicate.text or "")
         only_left = only_right = ""
         label = '<p class="missing">Not labellable: both texts are needed.</p>'
     distance = record.get("distance")
+    head_a, text_a = _side_html("compared with", pair.matched, "a", left, only_left)
+    head_b, text_b = _side_html("duplicate", pair.duplicate, "b", right, only_right)
     return (
-        f'<section class="pair" id="pair-{pair.number}">'
+        f'<section class="pair" id="pair-{pair.number}" data-pair="{pair.number}" data-decision="{decision}">'
         f'<h2>#{pair.number} <span class="decision {decision}">{decision}</span> '
         f"Jaccard {jaccard:.4f} <small>(threshold {pair.threshold:g}, {delta:+.4f})</small>"
         f" · distance {escape(str(distance))}</h2>"
         f'<dl class="meta">{"".join(meta)}</dl>'
-        f'<div class="texts">{_side_html("compared with", pair.matched, left, only_left)}'
-        f'{_side_html("duplicate", pair.duplicate, right, only_right)}</div>'
+        f'<div class="texts">{head_a}{text_a}{head_b}{text_b}</div>'
         f"{label}</section>"
     )
 
 
 def _side_data(side: Side) -> dict[str, Any]:
-    return {"text": side.text, "id": side.id, "url": side.url}
+    """What the script needs of a side besides its text, which it reads from the page: a text the HTML
+    parser would change (a NUL) travels here instead."""
+    data: dict[str, Any] = {"id": side.id, "url": side.url, "furniture": [list(run) for run in side.furniture]}
+    if side.text is not None and "\x00" in side.text:
+        data["text"] = side.text
+    return data
 
 
 @dataclass(frozen=True)
@@ -657,7 +967,10 @@ def render_pages(
         f'<p class="summary">From {escape(", ".join(sources))}; '
         f'written {escape(generated.isoformat(timespec="seconds"))}.</p>'
         f'<p class="summary">Mark each pair <b>duplicate</b> or <b>distinct</b>, then {download} and run '
-        f"<code>scrapy simhash-tune {tune}</code> for the rule that separates them best.</p>"
+        f"<code>scrapy simhash-tune {tune}</code> for the rule that separates them best. Both texts are shown "
+        "as the pipeline compared them, site furniture removed; <b>Raw texts</b> shows it struck out. "
+        "Your marks are kept in this browser.</p>"
+        f"{NOSCRIPT}"
         f"<figure><figcaption>Jaccard of {len(histogram)} logged decisions ({escape(histogram_source)})"
         '<span class="legend"> · <span><span class="swatch merged"></span>merged</span>'
         '<span><span class="swatch rejected"></span>rejected</span></span></figcaption>'
@@ -667,7 +980,12 @@ def render_pages(
         paging = Paging(tuple(files), number, per_page)
         shown = paging.shown(pairs)
         data = {
-            str(pair.number): {"a": _side_data(pair.matched), "b": _side_data(pair.duplicate)}
+            str(pair.number): {
+                "key": pair.key,
+                "jaccard": pair.record["jaccard"],
+                "a": _side_data(pair.matched),
+                "b": _side_data(pair.duplicate),
+            }
             for pair in shown
             if pair.labellable
         }
@@ -677,9 +995,14 @@ def render_pages(
         yield (
             f'{head}<p class="summary">{escape(summary + this_page)}</p>{about}{links}'
             '<div class="toolbar"><span id="counter">0 pairs marked</span>'
+            '<select id="filter" aria-label="Show"><option value="all">all pairs</option>'
+            '<option value="merged">merged</option><option value="rejected">rejected</option>'
+            '<option value="unlabelled">unmarked</option></select>'
+            '<button id="next" type="button">Next unmarked</button>'
+            '<button id="raw" type="button">Raw texts</button>'
             f'<button id="download" type="button" data-filename="{paging.labels_file}" disabled>Download labels'
-            "</button></div>"
-            f"{body}{links}"
+            '</button><span id="status" class="note"></span></div>'
+            f"{KEYS}{body}{links}"
             f'<script type="application/json" id="simhash-pairs">{_json_for_script(data)}</script>'
             f"<script>{SCRIPT}</script></body></html>\n"
         )

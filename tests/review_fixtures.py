@@ -11,7 +11,7 @@ from typing import Any
 
 from scrapy_simhash.extract import extract_text
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard_hashes
-from scrapy_simhash.review import TextFinder, pairs_of, render, review_records
+from scrapy_simhash.review import Found, TextFinder, pairs_of, render, review_records
 
 FIELDS = ["title", "description", "body_text"]  # SIMHASH_FIELDS' default
 THRESHOLD = 0.82
@@ -109,7 +109,7 @@ def _page(document: dict) -> dict[str, str]:
 # Markup, script endings, comment openers and quotes in a text; URLs a browser would run.
 HOSTILE_TEXT = (
     '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
-    "<!-- \u2028 ]]> {{ '\" & " + LONG
+    "<!-- \u2028 ]]> {{ '\" & \r\n" + LONG
 )
 HOSTILE_URLS = [
     "javascript:window.pwned=3",
@@ -124,7 +124,7 @@ def hostile_records() -> list[dict]:
     records = []
     for number, url in enumerate(HOSTILE_URLS):
         page = {"id": f'<u id="x{number}">{url}', "url": url}
-        records.append(review_record(A, page, HOSTILE_TEXT, HOSTILE_TEXT + f" {number}",
+        records.append(review_record(A, page, HOSTILE_TEXT, HOSTILE_TEXT + f" {number}\x00",
                                      timestamp="<script>window.pwned=7</script>",
                                      rule={"jaccard_threshold": 0.82, "layout": {"<script>": "</script>"}}))
     return records
@@ -134,5 +134,5 @@ def hostile_page() -> str:
     """The review page of :func:`hostile_records`, page A's text given as if from an items feed."""
     records, _ = review_records(hostile_records())
     finder = TextFinder()
-    finder.add(A["id"], A["url"], HOSTILE_TEXT, "<u>items</u>")
+    finder.add(A["id"], A["url"], Found(HOSTILE_TEXT, "<u>items</u>"))
     return render(pairs_of(records, finder), [(0.9, "merged")], "<i>log</i>", ["<script>x</script>"])

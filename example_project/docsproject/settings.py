@@ -27,3 +27,9 @@ LOG_LEVEL = "INFO"
 ROBOTSTXT_OBEY = False
 TELNETCONSOLE_ENABLED = False  # an offline demo opens no ports
 REMOTE_CONTROL_ENABLED = False
+
+# What `scrapy simhash-review` needs (docs/review.md): the kept pages as a feed, whose texts the
+# duplicates were compared with, and every decision near the threshold sampled into the review log.
+FEEDS = {str(OUTPUT / "%(name)s-items.jsonl"): {"format": "jsonlines", "encoding": "utf8"}}
+SIMHASH_REVIEW_RATE = 1.0
+SIMHASH_REVIEW_MARGIN = 0.15

@@ -1,15 +1,19 @@
-"""The review page in headless Chromium, opened from disk: marked pairs download as labels that
-``simhash-tune`` reads, and hostile texts and URLs stay inert.
+"""The review page in headless Chromium, opened from disk, at 1400 and 400 px: what the example
+project's crawl leaves is reviewed as the pipeline compared it, on any screen, labelled with the keys,
+kept across a reload, and downloaded as labels that ``simhash-tune`` scores as the crawl did; hostile
+texts and URLs stay inert.
 
 Needs ``/usr/bin/chromium`` and ``/usr/bin/chromedriver`` (Debian's chromium and chromium-driver,
 installed by .ci/run): a missing browser fails these tests, as a missing Redis fails the Redis ones.
-``SIMHASH_REVIEW_SCREENSHOT=docs/review.png`` also saves the screenshot there.
+``SIMHASH_REVIEW_SCREENSHOTS=docs`` also saves the screenshots there (review.png, review-400.png).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,12 +23,14 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from review_fixtures import FIELDS, HOSTILE_TEXT, HOSTILE_URLS, corpus_review, hostile_page
 from scrapy_simhash.extract import extract_text
+from scrapy_simhash.mergelog import read_merge_log
 
 CHROMIUM = os.environ.get("SIMHASH_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SIMHASH_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -38,9 +44,24 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--window-size=1280,1500",
+    "--window-size=1400,1000",
 )
 DOWNLOAD_SECONDS = 30  # an upper bound to wait for the file, never a pause
+WIDE, NARROW = 1400, 400
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"
+# The example project's crawl with its own settings, its output redirected: stats aside, as run.py does it.
+CRAWL = """
+import json, sys
+from scrapy.crawler import CrawlerProcess
+from scrapy.settings import Settings
+root, overrides = sys.argv[1], json.loads(sys.argv[2])
+settings = Settings()
+settings.setmodule("docsproject.settings", priority="project")
+settings.update(overrides, priority="cmdline")
+process = CrawlerProcess(settings)
+process.crawl(process.create_crawler("docs"), root=root)
+process.start()
+"""
 
 
 class Browser:
@@ -50,8 +71,19 @@ class Browser:
         self.driver = driver
         self.downloads = downloads
 
-    def open(self, page: Path) -> None:
+    def open(self, page: Path, width: int = WIDE) -> None:
+        """``page`` in a viewport ``width`` px wide (Chromium's window cannot be narrower than 500)."""
+        metrics = {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False}
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
         self.driver.get(page.as_uri())
+
+    def keys(self, keys: str) -> None:
+        ActionChains(self.driver).send_keys(keys).perform()
+
+    def checked(self) -> dict[int, str]:
+        """The label chosen for each pair that has one."""
+        return {int(i.get_attribute("data-pair")): i.get_attribute("value")
+                for i in self.driver.find_elements(By.CSS_SELECTOR, "input.label:checked")}
 
     def choose(self, pair: int, label: str) -> None:
         self.driver.find_element(By.CSS_SELECTOR, f'input[name="label-{pair}"][value="{label}"]').click()
@@ -124,12 +156,6 @@ def test_marked_pairs_download_as_labels_that_simhash_tune_reads(corpus: list[di
     browser.choose(rejected, "distinct")
     assert browser.text("#counter") == f"2 of {len(records)} pairs marked"
     assert "labelled" in browser.driver.find_element(By.ID, f"pair-{merged}").get_attribute("class")
-    browser.driver.execute_script("window.scrollTo(0, 0)")
-    screenshot = tmp_path / "review.png"
-    assert browser.driver.save_screenshot(str(screenshot))
-    assert screenshot.read_bytes().startswith(b"\x89PNG")
-    if os.environ.get("SIMHASH_REVIEW_SCREENSHOT"):
-        shutil.copyfile(screenshot, os.environ["SIMHASH_REVIEW_SCREENSHOT"])
     labels = browser.download_labels()
     assert browser.errors() == []
 
@@ -193,12 +219,117 @@ def test_hostile_texts_and_urls_stay_inert_in_the_browser(browser, tmp_path) -> 
     assert driver.find_elements(By.TAG_NAME, "img") == []
     protocols = {link.get_attribute("protocol") for link in driver.find_elements(By.TAG_NAME, "a")}
     assert protocols == {"https:"}
-    shown = browser.text("#pair-1 .side:nth-child(2) .text")
+    shown = browser.text('#pair-1 .text[data-side="b"]')
     assert shown.startswith("</script><script>window.pwned = 1</script><img src=x onerror=")
     assert HOSTILE_URLS[0] in browser.text("#pair-1 dl.meta")  # shown as text, not a link
 
     browser.choose(1, "distinct")
     [line] = browser.download_labels()
-    assert line["a"]["text"] == HOSTILE_TEXT and line["b"]["text"] == HOSTILE_TEXT + " 0"
+    # Read back from the page (a carriage return too), or from the data where the page cannot hold it (NUL).
+    assert line["a"]["text"] == HOSTILE_TEXT and line["b"]["text"] == HOSTILE_TEXT + " 0\x00"
     assert line["b"]["url"] == HOSTILE_URLS[0] and line["label"] == "distinct"
     assert driver.execute_script("return window.pwned") is None
+
+
+@pytest.fixture(scope="module")
+def example_review(tmp_path_factory) -> dict:
+    """The example project's crawl (its site, spider and settings; output in a folder of its own), and
+    the review page ``simhash-review`` writes of it with the project's settings."""
+    folder = tmp_path_factory.mktemp("example")
+    spec = importlib.util.spec_from_file_location("example_build_site", EXAMPLE / "build_site.py")
+    build_site = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_site)
+    build_site.main(["--out", str(folder / "site")])
+    output = {
+        "SIMHASH_INDEX_URL": f"sqlite:///{folder}/docs.sqlite3",
+        "SIMHASH_MERGE_LOG": str(folder / "docs-merges.jsonl"),
+        "SIMHASH_REVIEW_LOG": str(folder / "docs-review.jsonl"),
+        "FEEDS": {str(folder / "docs-items.jsonl"): {"format": "jsonlines"}},
+        "LOG_LEVEL": "WARNING",
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE), os.environ.get("PYTHONPATH", "")])}
+    crawled = subprocess.run([sys.executable, "-c", CRAWL, str(folder / "site"), json.dumps(output)],
+                             cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    assert crawled.returncode == 0, crawled.stderr[-3000:]
+    page = folder / "review" / "review.html"  # a folder that does not exist yet
+    reviewed = subprocess.run(
+        [sys.executable, "-m", "scrapy", "simhash-review", output["SIMHASH_REVIEW_LOG"],
+         "--items", str(folder / "docs-items.jsonl"), "-s", f"SIMHASH_INDEX_URL={output['SIMHASH_INDEX_URL']}",
+         "-o", str(page)],
+        cwd=EXAMPLE, capture_output=True, text=True, timeout=120,
+    )
+    assert reviewed.returncode == 0, reviewed.stderr
+    records = list(read_merge_log(output["SIMHASH_REVIEW_LOG"]))
+    assert f"{page}: {len(records)} decisions, {len(records)} with both texts\n" == reviewed.stdout
+    feed = [json.loads(line) for line in (folder / "docs-items.jsonl").open(encoding="utf-8")]
+    return {"page": page, "records": records, "feed": {item["url"]: item for item in feed}}
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+def test_a_reviewer_works_through_the_example_crawl_on_any_screen(example_review, browser, width, tmp_path) -> None:
+    records, driver = example_review["records"], browser.driver
+    assert len(records) >= 10 and {r["decision"] for r in records} == {"merged", "rejected"}
+    browser.open(example_review["page"], width)
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width  # no sideways scroll
+    bars = driver.execute_script(
+        "return Array.from(document.querySelectorAll('svg.histogram rect.merged'), function (bar) {"
+        " const box = bar.getBoundingClientRect(); return [box.left, box.right, box.height]; })"
+    )
+    assert len(bars) >= 3 and all(0 <= left and right <= width and height > 0 for left, right, height in bars)
+    columns = driver.execute_script(
+        "const [a, b] = document.querySelectorAll('#pair-1 .text.compared');"
+        " return [a.getBoundingClientRect().top, b.getBoundingClientRect().top, a.getBoundingClientRect().left,"
+        " b.getBoundingClientRect().left];"
+    )
+    if width == WIDE:  # side by side, the two boxes level whatever their headers
+        assert columns[0] == columns[1] and columns[2] < columns[3]
+    else:  # one above the other
+        assert columns[0] < columns[1] and columns[2] == columns[3]
+
+    # The keys: j to the first pair, d and n label it and go on to the next unmarked one.
+    browser.keys("jdn")
+    assert browser.checked() == {1: "duplicate", 2: "distinct"}
+    assert "current" in driver.find_element(By.ID, "pair-3").get_attribute("class")
+    browser.keys("kx")  # back to pair 2, label cleared
+    assert browser.checked() == {1: "duplicate"}
+    rejected = next(n for n, record in enumerate(records, 1) if record["decision"] == "rejected")
+    driver.find_element(By.CSS_SELECTOR, "#filter option[value=rejected]").click()
+    assert driver.find_element(By.ID, f"pair-{rejected}").is_displayed()
+    assert not [s for s in driver.find_elements(By.CSS_SELECTOR, "section.pair[data-decision=merged]")
+                if s.is_displayed() and "current" not in s.get_attribute("class")]
+    browser.choose(rejected, "distinct")
+    expected = {1: "duplicate", rejected: "distinct"}
+    driver.refresh()  # the labels are kept in the browser
+    assert browser.checked() == expected
+    assert browser.text("#counter") == f"2 of {len(records)} pairs marked"
+
+    # The raw text: the feed's text of the page compared with, its furniture struck out.
+    browser.keys("r")
+    matched = records[0]["matched_url"]
+    raw = driver.find_element(By.CSS_SELECTOR, '#pair-1 .raw-view')
+    assert raw.get_attribute("textContent") == extract_text(example_review["feed"][matched], ["title", "body"]).text
+    assert driver.find_elements(By.CSS_SELECTOR, "#pair-1 .raw-view s.furniture")
+    browser.keys("r")
+
+    driver.execute_script("window.scrollTo(0, 0)")
+    screenshot = tmp_path / "review.png"
+    assert driver.save_screenshot(str(screenshot))
+    if os.environ.get("SIMHASH_REVIEW_SCREENSHOTS"):
+        name = "review.png" if width == WIDE else f"review-{width}.png"
+        shutil.copyfile(screenshot, Path(os.environ["SIMHASH_REVIEW_SCREENSHOTS"]) / name)
+    labels = browser.download_labels()
+    assert browser.errors() == []
+    assert [line["label"] for line in labels] == [expected[n] for n in sorted(expected)]
+    for line, n in zip(labels, sorted(expected)):  # the compared texts, as the review log holds the duplicate's
+        assert line["b"]["text"] == records[n - 1]["duplicate_text"] and line["jaccard"] == records[n - 1]["jaccard"]
+
+    tuned = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "tune", str(browser.downloads / "simhash-labels.jsonl")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    assert "1 duplicate and 1 distinct pairs" in tuned.stdout
+    assert "2 of 2 pairs score here the Jaccard the crawl logged for them (within 0.001)\n" in tuned.stdout
+    for name, n in (("duplicate", 1), ("distinct", rejected)):  # scored as the crawl scored them
+        [low, high] = re.search(rf"  {name}: distance \d+\.\.\d+, Jaccard ([\d.]+)\.\.([\d.]+)", tuned.stdout).groups()
+        assert float(low) == float(high) == pytest.approx(records[n - 1]["jaccard"], abs=0.0015)

@@ -29,8 +29,13 @@ from review_fixtures import (
     review_record,
     write_jsonl,
 )
+from scrapy_simhash.boilerplate import learn, page_lines
+from scrapy_simhash.mergelog import furniture_runs
+from scrapy_simhash.mergelog.record import redact
+from scrapy_simhash.mergelog import review_record as log_review_record
 from scrapy_simhash.review import (
     TextFinder,
+    feed_pages,
     histogram_svg,
     item_texts,
     pairs_of,
@@ -39,6 +44,7 @@ from scrapy_simhash.review import (
     review_records,
     review_texts,
     safe_link,
+    text_html,
     word_diff,
 )
 from scrapy_simhash.settings import read
@@ -81,10 +87,84 @@ def test_word_diff_marks_the_words_each_side_alone_has() -> None:
     assert (diff.removed, diff.added) == (1, 2)
 
 
-def test_word_diff_escapes_and_cuts_long_texts_for_display_only() -> None:
-    diff = word_diff("a <b> & c", "a <i> & c", max_words=3)
-    assert diff.left.startswith("a <del>&lt;b&gt;</del> &amp;\n") and "4 words in all" in diff.left
-    assert diff.right.startswith("a <ins>&lt;i&gt;</ins> &amp;\n")
+def test_word_diff_escapes_and_marks_long_texts_only_so_far_keeping_them_whole() -> None:
+    diff = word_diff("a <b> & c x\n", "a <i> & c y", max_words=3)
+    assert diff.left == "a <del>&lt;b&gt;</del> &amp; c x\n" and diff.right == "a <ins>&lt;i&gt;</ins> &amp; c y"
+    assert diff.cut and not word_diff("a b", "a c", max_words=2).cut
+
+
+class Text(HTMLParser):
+    """The text a browser parses out of HTML (its textContent)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text = ""
+
+    def handle_data(self, data):
+        self.text += data
+
+
+def test_the_page_holds_each_text_whole_so_the_labels_read_it_there() -> None:
+    a = "  Title\r\n\n\n\n\nfirst <p> & 'q' line\n\n\u2028 end \n"
+    b = a.replace("first", "second") + "more"
+    diff = word_diff(a, b)
+    for html, text in ((diff.left, a), (diff.right, b)):
+        parser = Text()
+        parser.feed(html.replace("&#13;", "\r"))  # Python's parser makes a CR reference LF; a browser's keeps CR
+        assert parser.text == text
+    assert '\n\n<span class="gap">\n\n\n</span>' in diff.left  # blank lines past the first hidden, not dropped
+    assert "&#13;" in text_html("a\rb")
+
+
+def test_furniture_runs_give_back_the_raw_text() -> None:
+    raw = "Home\nNews\n\nTitle\nBody text\nShare\nFooter\nHome"
+    kept = "\nTitle\nBody text\nHome"
+    runs = furniture_runs(raw, kept)
+    assert runs == [[0, "Home\nNews"], [5, "Share\nFooter"]]
+    lines, kept_lines = [], iter(kept.split("\n"))
+    for start, run in runs:
+        while len(lines) < start:
+            lines.append(next(kept_lines))
+        lines.extend(run.split("\n"))
+    assert "\n".join([*lines, *kept_lines]) == raw
+    assert furniture_runs("a\nb", "") == [[0, "a\nb"]] and furniture_runs("a", "a") == []
+    with pytest.raises(ValueError):
+        furniture_runs("a\nb", "c")
+
+
+def test_a_review_record_carries_the_furniture_left_out_and_loses_it_with_the_duplicate() -> None:
+    record = review_record(A, B, LONG, "kept")
+    plain = {k: v for k, v in record.items() if k != "duplicate_text"}
+    assert "duplicate_furniture" not in log_review_record(plain, "kept", "kept")
+    logged = log_review_record(plain, "kept", "nav\nkept\nfooter")
+    assert logged["duplicate_text"] == "kept" and logged["duplicate_furniture"] == [[0, "nav"], [2, "footer"]]
+    erased = redact(logged, {B["id"]})
+    assert "duplicate_text" not in erased and "duplicate_furniture" not in erased
+    [pair] = pairs_of([logged], TextFinder())
+    assert pair.duplicate.furniture == ((0, "nav"), (2, "footer"))
+    [odd] = pairs_of([{**logged, "duplicate_furniture": [[2, "x"], [0, "y"]]}], TextFinder())
+    assert odd.duplicate.text == "kept" and odd.duplicate.furniture == ()  # not runs in order: no raw view
+
+
+def test_feed_texts_lose_their_hosts_furniture_as_the_crawl_learned_it() -> None:
+    template = ["Site brand", "Home · News · About", "Related: other pages of this site"]
+    pages = [
+        "\n".join([*template[:2], f"Article {n} " + " ".join(f"w{n}x{i}" for i in range(30)), template[2]])
+        for n in range(3)
+    ]
+    furniture = learn([page_lines(page) for page in pages])
+    config = read(Settings({"SIMHASH_HOST_FIELD": "site"}), "review")
+    fed, unreadable = feed_pages([{"url": f"https://a.example/{n}", "site": "a", "body_text": page}
+                                  for n, page in enumerate(pages)] + ["not an item"], config)
+    assert unreadable == 1 and [page.host for page in fed] == ["a"] * 3
+    finder = TextFinder()
+    item_texts(finder, fed, "items", {"a": furniture})
+    found = finder.find(None, "https://a.example/0")
+    assert found.text == furniture.strip(page_lines(pages[0])) and "Site brand" not in found.text
+    assert found.source == "items, furniture removed" and found.furniture
+    other = TextFinder()
+    item_texts(other, fed, "items", {})  # no furniture learned for the host: the text as fed
+    assert other.find(None, "https://a.example/0").text == pages[0]
 
 
 def test_matched_text_comes_from_another_review_record_before_the_items(tmp_path) -> None:
@@ -101,7 +181,9 @@ def test_matched_text_comes_from_another_review_record_before_the_items(tmp_path
     feed = write_jsonl(tmp_path / "items.jsonl", [{"url": B["url"], "body_text": "B from the feed"},
                                                   {"url": A["url"], "title": "T", "body_text": "<p>A body</p>"}])
     config = read(Settings(), "review")
-    assert item_texts(finder, read_feed(feed), config, "items") == 0
+    pages, unreadable = feed_pages(read_feed(feed), config)
+    assert unreadable == 0
+    item_texts(finder, pages, "items")
     pairs = pairs_of(records, finder)
     assert pairs[0].matched.text == "T\n\nA body" and pairs[0].matched.source == "items"  # HTML made text
     assert pairs[1].matched.text == LONG + " tail" and pairs[1].matched.source == "review log"
@@ -113,7 +195,7 @@ def test_items_are_matched_by_url_when_ids_are_not_urls(tmp_path) -> None:
     feed = tmp_path / "items.json"  # a JSON (array) feed export
     feed.write_text(json.dumps([{"url": "https://a.example/p", "body_text": "found by URL"}]))
     finder = TextFinder()
-    item_texts(finder, read_feed(feed), read(Settings({"SIMHASH_ID_FIELD": "sku"}), "review"), "items")
+    item_texts(finder, feed_pages(read_feed(feed), read(Settings({"SIMHASH_ID_FIELD": "sku"}), "review"))[0], "items")
     [pair] = pairs_of([record], finder)
     assert pair.matched.text == "found by URL"
 
@@ -161,8 +243,9 @@ def test_hostile_texts_and_urls_stay_text() -> None:
     assert all(not name.startswith("on") for _, attrs in elements.tags for name in attrs)
     hrefs = [attrs["href"] for tag, attrs in elements.tags if tag == "a"]
     assert hrefs == [A["url"], A["url"], HOSTILE_URLS[1], A["url"], A["url"]]  # the only https duplicate
-    data = json.loads(elements.scripts[0])  # the texts travel whole, and cannot end their element
-    assert data["1"]["a"]["text"] == HOSTILE_TEXT and data["1"]["b"]["url"] == HOSTILE_URLS[0]
+    data = json.loads(elements.scripts[0])  # the page holds a text once; one it cannot hold travels here
+    assert "text" not in data["1"]["a"] and data["1"]["b"]["text"] == HOSTILE_TEXT + " 0\x00"
+    assert data["1"]["b"]["url"] == HOSTILE_URLS[0]
     assert "</script" not in elements.scripts[0].lower() and "<!--" not in elements.scripts[0]
 
 
@@ -247,7 +330,7 @@ def test_a_long_review_log_is_written_as_pages_linked_in_order(tmp_path) -> None
         ["1", "2"], ["3", "4"], ["5"]
     ]
     assert [page_links(page) for page in html] == [["r-2.html"], ["r.html", "r-3.html"], ["r-2.html"]]
-    filenames = [attrs["data-filename"] for page in html for tag, attrs in parse(page).tags if tag == "button"]
+    filenames = [attrs["data-filename"] for page in html for tag, attrs in parse(page).tags if "data-filename" in attrs]
     assert filenames == ["simhash-labels.jsonl", "simhash-labels-2.jsonl", "simhash-labels-3.jsonl"]
     assert all("5 sampled decisions" in page for page in html)
 
@@ -262,3 +345,50 @@ def test_per_page_zero_writes_every_pair_on_one_page(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert html.count('<section class="pair"') == 3 and not page_links(html)
+
+
+def test_review_command_makes_the_output_folder_or_says_in_one_line_why_not(tmp_path) -> None:
+    log = write_jsonl(tmp_path / "review.jsonl", [review_record(A, B, LONG, LONG)])
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "-o", "new/folder/r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "new" / "folder" / "r.html").is_file()
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", str(log), "-o", "blocker/r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "blocker" in line] == [
+        "scrapy simhash-review: error: cannot make the folder blocker for blocker/r.html: File exists"
+    ]
+
+
+PROJECT_SETTINGS = """
+SPIDER_MODULES = ["shop.spiders"]
+SIMHASH_REVIEW_LOG = "output/{spider}-review.jsonl"
+FEEDS = {"output/%(name)s-items.jsonl": {"format": "jsonlines"}, "s3://bucket/%(name)s.jsonl": {"format": "json"},
+         "output/%(name)s-%(time)s.json": {"format": "json"}, "output/%(name)s.csv": {"format": "csv"}}
+"""
+
+
+def test_review_command_finds_the_spiders_review_log_and_feed_in_the_project(tmp_path) -> None:
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = shop.settings\n")
+    (tmp_path / "shop" / "spiders").mkdir(parents=True)
+    (tmp_path / "shop" / "__init__.py").write_text("")
+    (tmp_path / "shop" / "settings.py").write_text(PROJECT_SETTINGS)
+    (tmp_path / "shop" / "spiders" / "__init__.py").write_text(
+        "import scrapy\n\n\nclass Shop(scrapy.Spider):\n    name = 'shop'\n"
+    )
+    (tmp_path / "output").mkdir()
+    write_jsonl(tmp_path / "output" / "shop-review.jsonl", [review_record(A, B, LONG, LONG + " more")])
+    write_jsonl(tmp_path / "output" / "shop-items.jsonl", [{"url": A["url"], "body_text": LONG}])
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy_simhash", "review", "-o", "r.html"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "r.html: 1 decisions, 1 with both texts\n"
+    assert "output/shop-items.jsonl" in (tmp_path / "r.html").read_text(encoding="utf-8")
