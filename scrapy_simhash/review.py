@@ -326,42 +326,50 @@ def pairs_of(records: Sequence[Mapping[str, Any]], finder: TextFinder, items_giv
 
 @dataclass(frozen=True)
 class Diff:
-    """Two texts as HTML with their differences marked, and how many words each side alone has."""
+    """Two texts as one piece of HTML: what both have once, words only in the first in ``<del>``,
+    words only in the second in ``<ins>``; and how many words each side alone has."""
 
-    left: str
-    right: str
-    removed: int  # words only in the left text
-    added: int  # words only in the right text
+    html: str
+    removed: int  # words only in the first text
+    added: int  # words only in the second text
     cut: bool = False  # the differences are marked in the first ``max_words`` words only
 
 
 def word_diff(a: str, b: str, max_words: int = MAX_DIFF_WORDS) -> Diff:
-    """Both texts as HTML, words only in ``a`` in ``<del>``, words only in ``b`` in ``<ins>``; each
-    text whole, so that the element's text is the text itself (the page reads the labels' texts there).
+    """``a`` and ``b`` as one HTML text: the first is its text less the ``<ins>`` elements, the second
+    its text less the ``<del>`` ones, each exactly (the page reads the labels' texts there and shows
+    each side by hiding the other's words). Each text is in the page once, the words both have once.
 
     Words are compared as they are written (case and punctuation count); the whitespace before a
-    word is kept as it is, so line breaks show with ``white-space: pre-wrap``. Past ``max_words``
-    words the texts are shown unmarked: difflib's matching grows faster than linearly.
+    word is kept as it is, so line breaks show with ``white-space: pre-wrap`` (where the two differ
+    in it alone, it is marked ``class="ws"``, unhighlighted). Past ``max_words`` words the rest of
+    each text is shown unmarked: difflib's matching grows faster than linearly.
     """
     words_a, rest_a = _words(a, max_words)
     words_b, rest_b = _words(b, max_words)
     matcher = SequenceMatcher(None, [w.lstrip() for w in words_a], [w.lstrip() for w in words_b], autojunk=False)
-    left: list[str] = []
-    right: list[str] = []
+    parts: list[str] = []
     removed = added = 0
     for operation, i1, i2, j1, j2 in matcher.get_opcodes():
+        run_a, run_b = words_a[i1:i2], words_b[j1:j2]
         if operation == "equal":
-            left.append(text_html("".join(words_a[i1:i2])))
-            right.append(text_html("".join(words_b[j1:j2])))
+            parts.append(_common(run_a, run_b))
             continue
-        if i2 > i1:
-            left.append(_marked(words_a[i1:i2], "del"))
-            removed += i2 - i1
-        if j2 > j1:
-            right.append(_marked(words_b[j1:j2], "ins"))
-            added += j2 - j1
+        removed += len(run_a)
+        added += len(run_b)
+        space_a, space_b = _space(run_a), _space(run_b)
+        text_a, text_b = "".join(run_a)[len(space_a):], "".join(run_b)[len(space_b):]
+        if run_a and run_b and space_a == space_b:  # the same break before both: shown once
+            parts.append(text_html(space_a))
+            space_a = space_b = ""
+        parts.append(_side("del", space_a, text_a))
+        parts.append(_side("ins", space_b, text_b))
     cut = bool(rest_a.strip() or rest_b.strip())
-    return Diff("".join(left) + text_html(rest_a), "".join(right) + text_html(rest_b), removed, added, cut)
+    if rest_a == rest_b:
+        parts.append(text_html(rest_a))
+    else:
+        parts.append(_side("del", "", rest_a, "rest") + _side("ins", "", rest_b, "rest"))
+    return Diff("".join(parts), removed, added, cut)
 
 
 def _words(text: str, max_words: int) -> tuple[list[str], str]:
@@ -371,16 +379,38 @@ def _words(text: str, max_words: int) -> tuple[list[str], str]:
     return [word.group() for word in words], text[end:]
 
 
+def _space(run: Sequence[str]) -> str:
+    return run[0][: len(run[0]) - len(run[0].lstrip())] if run else ""
+
+
+def _common(run_a: Sequence[str], run_b: Sequence[str]) -> str:
+    """Words both texts have: once, with the whitespace before a word marked where the two differ."""
+    text_a = "".join(run_a)
+    if text_a == "".join(run_b):
+        return text_html(text_a)
+    parts: list[str] = []
+    for word_a, word_b in zip(run_a, run_b):
+        space_a, space_b = _space([word_a]), _space([word_b])
+        if space_a == space_b:
+            parts.append(text_html(word_a))
+        else:
+            parts.append(_side("del", "", space_a, "ws") + _side("ins", "", space_b, "ws"))
+            parts.append(text_html(word_a[len(space_a):]))
+    return "".join(parts)
+
+
+def _side(tag: str, space: str, text: str, kind: str = "") -> str:
+    """One side's own text in ``tag``, the whitespace before it unhighlighted."""
+    marked = f'<{tag} class="ws">{text_html(space)}</{tag}>' if space else ""
+    if text:
+        marked += f'<{tag} class="{kind}">{text_html(text)}</{tag}>' if kind else f"<{tag}>{text_html(text)}</{tag}>"
+    return marked
+
+
 def text_html(text: str) -> str:
     """``text`` as HTML whose parsed text is ``text`` again (a carriage return too), but for NUL; blank
     lines past the first of a run are hidden (where furniture was), not left out."""
     return _BLANKS.sub(r'\1<span class="gap">\2</span>', escape(text, quote=False).replace("\r", "&#13;"))
-
-
-def _marked(words: Sequence[str], tag: str) -> str:
-    text = "".join(words)
-    stripped = text.lstrip()
-    return f"{text_html(text[: len(text) - len(stripped)])}<{tag}>{text_html(stripped)}</{tag}>"
 
 
 def safe_link(url: str | None) -> str:
@@ -457,8 +487,8 @@ def histogram_svg(
         )
         tick = round(tick + step, 6)
     parts.append(
-        f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" class="tick">Jaccard</text>'
-        f'<text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="tick" '
+        f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" class="axis">Jaccard</text>'
+        f'<text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis" '
         f'transform="rotate(-90 12 {top + plot_h / 2})">decisions (square-root scale)</text>'
     )
     for threshold in thresholds:
@@ -516,13 +546,15 @@ body.raw .raw-view { display: block; }
 s.furniture { color: #777; background: #eee; text-decoration: line-through; }
 del { background: #ffd0d0; text-decoration: line-through; }
 ins { background: #c8f0c8; text-decoration: none; }
+del.ws, ins.ws, del.rest, ins.rest { background: none; text-decoration: none; }
+.side-a ins, .side-b del { display: none; }
 .missing, .note { color: #a00; font-style: italic; }
 .source { color: #666; font-weight: normal; }
 fieldset.label { border: none; padding: 0.6em 0 0; margin: 0; display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; }
 code { font-size: 12px; overflow-wrap: anywhere; }
 svg.histogram .merged { fill: #4a7fd4; }
 svg.histogram .rejected { fill: #e8954a; }
-svg.histogram .tick, svg.histogram .threshold-label { font-size: 13px; fill: #333; }
+svg.histogram .tick, svg.histogram .axis, svg.histogram .threshold-label { font-size: 13px; fill: #333; }
 svg.histogram .threshold-label { fill: #c00; }
 .legend span { margin-right: 1em; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; margin-right: 0.3em; }
@@ -534,6 +566,8 @@ svg.histogram .threshold-label { fill: #c00; }
   .text { max-height: 60vh; }
   .pair { padding: 0.6em; }
   .toolbar { gap: 0.4em 0.6em; }
+  svg.histogram .tick, svg.histogram .threshold-label { font-size: 20px; }
+  svg.histogram .axis { display: none; }
   .toolbar button, .toolbar select { padding: 0.2em 0.5em; }
 }
 """
@@ -588,10 +622,19 @@ function labelOf(section) {
   return input ? input.value : null;
 }
 function labellable(section) { return Object.prototype.hasOwnProperty.call(pairs, section.dataset.pair); }
+// The page holds both texts in the first box: a side is its text less the other side's own words.
+function sideText(node, skip) {
+  let text = "";
+  for (const child of node.childNodes) {
+    if (child.nodeType === Node.TEXT_NODE) text += child.data;
+    else if (child.nodeType === Node.ELEMENT_NODE && child.tagName !== skip) text += sideText(child, skip);
+  }
+  return text;
+}
 function textOf(section, side) {
   const data = pairs[section.dataset.pair][side];
   if (typeof data.text === "string") return data.text;
-  return section.querySelector('.text.compared[data-side="' + side + '"]').textContent;
+  return sideText(section.querySelector('.text.compared[data-side="a"]'), side === "a" ? "INS" : "DEL");
 }
 function choices() {
   const chosen = [];
@@ -698,6 +741,11 @@ function pick(section) {
 }
 for (const section of sections) {
   section.addEventListener("click", function () { pick(section); });
+  if (!labellable(section)) continue;
+  const [a, b] = section.querySelectorAll(".text.compared");
+  b.replaceChildren(...Array.from(a.childNodes, function (node) { return node.cloneNode(true); }));
+  a.classList.add("side-a");
+  b.classList.add("side-b");
 }
 const saved = storage ? stored() : {};
 for (const section of sections) {
@@ -787,6 +835,11 @@ def _rule_html(rule: Mapping[str, Any]) -> str:
     return "<code>" + " · ".join(parts) + "</code>"
 
 
+# What the duplicate's box says until the script fills it from the box beside (or with the script off).
+BOTH_BESIDE = (
+    '<span class="note">Both texts are in the box beside: struck-out words are only in the page '
+    "compared with, green ones only in this one.</span>"
+)
 #: A pair whose texts score further than this from the logged Jaccard is flagged: not the texts compared.
 JACCARD_TOLERANCE = 0.001
 
@@ -819,8 +872,10 @@ def _pair_html(pair: Pair) -> str:
     if pair.labellable:
         assert pair.matched.text is not None and pair.duplicate.text is not None
         diff = word_diff(pair.matched.text, pair.duplicate.text)
-        left, right = diff.left, diff.right
-        only_left, only_right = f" · {diff.removed:,} words only here", f" · {diff.added:,} words only here"
+        # Both texts in one: the script shows it twice, each side without the other's own words.
+        left, right = diff.html, BOTH_BESIDE
+        only_left, only_right = (f" · {count:,} word{'' if count == 1 else 's'} only here"
+                                 for count in (diff.removed, diff.added))
         if diff.cut:
             meta.append(f"<dt>differences</dt><dd>marked in the first {MAX_DIFF_WORDS:,} words of each text</dd>")
         choice = "".join(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import random
 import re
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from scrapy_simhash.mergelog import furniture_runs
 from scrapy_simhash.mergelog.record import redact
 from scrapy_simhash.mergelog import review_record as log_review_record
 from scrapy_simhash.review import (
+    MAX_DIFF_WORDS,
     TextFinder,
     feed_pages,
     histogram_svg,
@@ -80,40 +82,67 @@ def parse(html: str) -> Elements:
     return elements
 
 
-def test_word_diff_marks_the_words_each_side_alone_has() -> None:
+class Sides(HTMLParser):
+    """The two texts a browser's script reads out of a pair's HTML: all but ``<ins>``, all but ``<del>``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.a = self.b = ""
+        self.open: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        self.open.pop()
+
+    def handle_data(self, data):
+        if "ins" not in self.open:
+            self.a += data
+        if "del" not in self.open:
+            self.b += data
+
+
+def sides(html: str) -> tuple[str, str]:
+    parser = Sides()
+    parser.feed(html.replace("&#13;", "\r"))  # Python's parser makes a CR reference LF; a browser's keeps CR
+    return parser.a, parser.b
+
+
+def test_word_diff_holds_both_texts_once_marking_the_words_each_side_alone_has() -> None:
     diff = word_diff("the quick brown fox\nsat", "the quick red fox\nsat down")
-    assert diff.left == "the quick <del>brown</del> fox\nsat"
-    assert diff.right == "the quick <ins>red</ins> fox\nsat <ins>down</ins>"
+    assert diff.html == "the quick <del>brown</del><ins>red</ins> fox\nsat<ins class=\"ws\"> </ins><ins>down</ins>"
+    assert sides(diff.html) == ("the quick brown fox\nsat", "the quick red fox\nsat down")
     assert (diff.removed, diff.added) == (1, 2)
 
 
 def test_word_diff_escapes_and_marks_long_texts_only_so_far_keeping_them_whole() -> None:
     diff = word_diff("a <b> & c x\n", "a <i> & c y", max_words=3)
-    assert diff.left == "a <del>&lt;b&gt;</del> &amp; c x\n" and diff.right == "a <ins>&lt;i&gt;</ins> &amp; c y"
+    assert diff.html == (
+        'a <del>&lt;b&gt;</del><ins>&lt;i&gt;</ins> &amp;<del class="rest"> c x\n</del><ins class="rest"> c y</ins>'
+    )
+    assert sides(diff.html) == ("a <b> & c x\n", "a <i> & c y")
     assert diff.cut and not word_diff("a b", "a c", max_words=2).cut
-
-
-class Text(HTMLParser):
-    """The text a browser parses out of HTML (its textContent)."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.text = ""
-
-    def handle_data(self, data):
-        self.text += data
 
 
 def test_the_page_holds_each_text_whole_so_the_labels_read_it_there() -> None:
     a = "  Title\r\n\n\n\n\nfirst <p> & 'q' line\n\n\u2028 end \n"
-    b = a.replace("first", "second") + "more"
+    b = a.replace("first", "second").replace("line\n\n", "line ") + "more"
     diff = word_diff(a, b)
-    for html, text in ((diff.left, a), (diff.right, b)):
-        parser = Text()
-        parser.feed(html.replace("&#13;", "\r"))  # Python's parser makes a CR reference LF; a browser's keeps CR
-        assert parser.text == text
-    assert '\n\n<span class="gap">\n\n\n</span>' in diff.left  # blank lines past the first hidden, not dropped
+    assert sides(diff.html) == (a, b)
+    assert '\n\n<span class="gap">\n\n\n</span>' in diff.html  # blank lines past the first hidden, not dropped
+    assert '<del class="ws">\n\n' in diff.html  # a break only one side has, unhighlighted
     assert "&#13;" in text_html("a\rb")
+
+
+def test_any_two_texts_come_back_whole_from_their_diff() -> None:
+    rng = random.Random(7)
+    pieces = ["word", "other", "<b>", "&amp;", " ", "  ", "\n", "\n\n\n", "\t", "\r\n", "\u2028", "é"]
+    for _ in range(300):
+        a = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40)))
+        b = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40)))
+        for max_words in (3, MAX_DIFF_WORDS):
+            assert sides(word_diff(a, b, max_words).html) == (a, b)
 
 
 def test_furniture_runs_give_back_the_raw_text() -> None:
