@@ -528,7 +528,8 @@ svg.histogram { display: block; width: 100%; max-width: 900px; height: auto; }
 kbd { border: 1px solid #aaa; border-radius: 3px; padding: 0 0.3em; font-size: 0.9em; background: #f4f4f4; }
 noscript p { border: 1px solid #c90; background: #fff6dd; padding: 0.5em 0.8em; }
 nav.pages { margin: 0.8em 0; }
-.pair { border: 1px solid #ccc; border-radius: 6px; margin: 1.2em 0; padding: 0.8em 1em; }
+.pair { border: 1px solid #ccc; border-radius: 6px; margin: 1.2em 0; padding: 0.8em 1em;
+        content-visibility: auto; contain-intrinsic-size: auto 760px; scroll-margin-top: 4em; }
 .pair.labelled { border-color: #6a6; }
 .pair.current { box-shadow: 0 0 0 3px #4a7fd4; }
 .decision { font-weight: 600; padding: 0 0.4em; border-radius: 3px; }
@@ -564,7 +565,7 @@ svg.histogram .threshold-label { fill: #c00; }
   body { padding: 0 0.6em 3em; }
   .texts { grid-template-columns: minmax(0, 1fr); grid-auto-flow: row; }
   .text { max-height: 60vh; }
-  .pair { padding: 0.6em; }
+  .pair { padding: 0.6em; contain-intrinsic-size: auto 1400px; scroll-margin-top: 6.5em; }
   .toolbar { gap: 0.4em 0.6em; }
   svg.histogram .tick, svg.histogram .threshold-label { font-size: 20px; }
   svg.histogram .axis { display: none; }
@@ -582,7 +583,6 @@ const pairs = JSON.parse(document.getElementById("simhash-pairs").textContent);
 const STORE = "scrapy-simhash-labels";
 const LABELS = ["duplicate", "distinct"];
 const sections = Array.from(document.querySelectorAll("section.pair"));
-const toolbar = document.querySelector(".toolbar");
 const button = document.getElementById("download");
 const counter = document.getElementById("counter");
 const status = document.getElementById("status");
@@ -668,8 +668,7 @@ function update() {
 function focus(section) {
   pick(section);
   update();
-  const top = section.getBoundingClientRect().top + window.scrollY - toolbar.offsetHeight - 8;
-  window.scrollTo(0, Math.max(0, top));
+  section.scrollIntoView({block: "start"});
 }
 function move(step) {
   const visible = sections.filter(function (section) { return !section.hidden; });
