@@ -563,7 +563,9 @@ class SimhashPipeline:
         if not await self._write(self.merge_log, records):
             return False  # the decision does not stand: nothing to review
         sampled = [
-            review_record(r, text, page.text) for r in records if self._sampled_for_review(page.id, r["jaccard"])
+            review_record(r, text, page.text, whole=verified.guarded)
+            for r, (_, verified) in zip(records, decisions)
+            if self._sampled_for_review(page.id, r["jaccard"])
         ]
         if sampled and await self._write(self.review_log, sampled):
             self._inc("simhash/review_sampled", len(sampled))

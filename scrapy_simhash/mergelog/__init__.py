@@ -19,6 +19,7 @@ from scrapy_simhash.mergelog.record import (
     FIELDS,
     FURNITURE_FIELD,
     TEXT_FIELD,
+    WHOLE_FIELD,
     Erasure,
     Rule,
     fingerprint_hex,
@@ -26,6 +27,7 @@ from scrapy_simhash.mergelog.record import (
     is_jaccard,
     is_number,
     merge_record,
+    raw_text,
     review_record,
 )
 from scrapy_simhash.mergelog.stream import StreamStore
@@ -36,6 +38,7 @@ __all__ = [
     "FIELDS",
     "FURNITURE_FIELD",
     "TEXT_FIELD",
+    "WHOLE_FIELD",
     "LogRewrite",
     "LogStore",
     "MergeLog",
@@ -51,6 +54,7 @@ __all__ = [
     "log_store",
     "merge_record",
     "open_merge_log",
+    "raw_text",
     "read_merge_log",
     "review_record",
 ]

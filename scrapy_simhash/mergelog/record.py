@@ -5,6 +5,7 @@ Pure functions on plain dicts, no I/O, so the file and stream backends share one
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from abc import ABC, abstractmethod
@@ -18,6 +19,7 @@ __all__ = [
     "FIELDS",
     "FURNITURE_FIELD",
     "REMOVE",
+    "WHOLE_FIELD",
     "SIDES",
     "TEXT_FIELD",
     "Edit",
@@ -28,6 +30,7 @@ __all__ = [
     "expired",
     "fingerprint_hex",
     "furniture_runs",
+    "raw_text",
     "is_jaccard",
     "is_number",
     "merge_record",
@@ -64,6 +67,8 @@ SIDES: dict[str, tuple[str, ...]] = {
 # (for the review page's raw view); removed with the duplicate's side.
 TEXT_FIELD = "duplicate_text"
 FURNITURE_FIELD = "duplicate_furniture"
+# True when the Jaccard is of the two pages' whole texts (two pages of one host the guard judged whole).
+WHOLE_FIELD = "whole_texts"
 
 
 @dataclass(frozen=True)
@@ -152,12 +157,13 @@ def merge_record(
     }
 
 
-def review_record(record: dict[str, Any], text: str, raw: str | None = None) -> dict[str, Any]:
+def review_record(record: dict[str, Any], text: str, raw: str | None = None, whole: bool = False) -> dict[str, Any]:
     """A review-log record: the merge-log record, the duplicate's compared text (boilerplate removed)
     and, when ``raw`` (the text before) differs, the lines removed from it: the two hold the raw text
-    once, so a record stays within SIMHASH_MAX_CHARS of text."""
+    once, so a record stays within SIMHASH_MAX_CHARS of text. ``whole``: the Jaccard is of the whole texts."""
     runs = furniture_runs(raw, text) if raw is not None and raw != text else []
-    return {**record, TEXT_FIELD: text, **({FURNITURE_FIELD: runs} if runs else {})}
+    extra = {**({FURNITURE_FIELD: runs} if runs else {}), **({WHOLE_FIELD: True} if whole else {})}
+    return {**record, TEXT_FIELD: text, **extra}
 
 
 def furniture_runs(raw: str, kept: str) -> list[list[Any]]:
@@ -176,6 +182,16 @@ def furniture_runs(raw: str, kept: str) -> list[list[Any]]:
     if at < len(wanted):
         raise ValueError("the kept text is not the raw text with lines left out")
     return runs
+
+
+def raw_text(kept: str, runs: list[list[Any]] | tuple[tuple[int, str], ...]) -> str:
+    """The text :func:`furniture_runs` took ``runs`` from, with ``kept`` left: the runs put back."""
+    lines, wanted = [], iter(kept.split("\n") if kept else [])
+    for start, run in runs:
+        lines.extend(itertools.islice(wanted, max(0, start - len(lines))))
+        lines.extend(run.split("\n"))
+    lines.extend(wanted)
+    return "\n".join(lines)
 
 
 def redact(record: dict[str, Any], pages: Collection[str]) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ import redis.exceptions
 from redis.crc import key_slot
 
 from scrapy_simhash.mergelog.base import LogRewrite, LogStore, MergeLog, MergeLogError, Tally
-from scrapy_simhash.mergelog.record import FURNITURE_FIELD, REMOVE, SIDES, Edit
+from scrapy_simhash.mergelog.record import FURNITURE_FIELD, REMOVE, SIDES, WHOLE_FIELD, Edit
 from scrapy_simhash.redis_url import (
     EVICTION_FIX, OWN_OPTIONS, async_client, eviction, mask_url, split_options, sync_client,
 )
@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 # on the server, so 16 carry thousands of records a second even over a millisecond network round trip.
 STREAM_CONNECTIONS = 16
 READ_BATCH = 1000
-_TYPED = {"distance": int, "jaccard": float, "rule": json.loads, "erased": json.loads, FURNITURE_FIELD: json.loads}
+_TYPED = {
+    "distance": int, "jaccard": float, "rule": json.loads, "erased": json.loads,
+    FURNITURE_FIELD: json.loads, WHOLE_FIELD: json.loads,
+}
 
 # KEYS: the stream, its rewritten copy; ARGV: the id of the last entry the copy holds. Copies the
 # entries added since, sets the copy's last id and consumer groups to the stream's, renames it over.

@@ -141,3 +141,28 @@ async def test_a_review_record_holds_the_compared_text_and_the_furniture_left_ou
     assert record["duplicate_text"] == bodies[0] + " one word more"
     footer = raw.split("\n").index(template[2])
     assert record["duplicate_furniture"] == [[0, "\n".join(template[:2])], [footer, template[2]]]
+
+
+async def test_a_pair_the_guard_judged_on_its_whole_texts_is_marked_so_in_the_review_log(tmp_path):
+    """Two pages of one host alike only once their bylines are removed are judged on their whole texts,
+    and the logged Jaccard is the guard's: the review page must show those texts, not the stripped ones."""
+    template = ["Brand of the site", "Home · News · About · Contact"]
+
+    def page(body: str, day: int) -> str:
+        return "\n".join([*template, f"By A. Writer · {day} July 2024 · {day % 9 + 1} min read", body,
+                          "Related: more stories from us"])
+
+    bodies = [article(3200 + n, words=60) for n in range(3)]
+    settings = {**sampling_all(tmp_path, str(tmp_path / "merges.jsonl"), str(tmp_path / "review.jsonl")),
+                "SIMHASH_BOILERPLATE": True}
+    pipeline = await open_pipeline(settings)
+    try:
+        assert await asyncio.gather(*(feed(pipeline, {"url": f"https://a.example/{n}", "body_text": page(body, n + 1)})
+                                      for n, body in enumerate(bodies))) == [True, True, True]
+        assert await feed(pipeline, {"url": "https://a.example/again", "body_text": page(bodies[0], 28)})
+    finally:
+        await pipeline.close_spider()
+    assert simhash_stats(pipeline)["simhash/boilerplate/guarded"] == 1
+    [record] = [r for r in read_merge_log(str(tmp_path / "review.jsonl")) if r["duplicate_url"].endswith("/again")]
+    assert record["decision"] == "rejected" and record["whole_texts"] is True
+    assert record["duplicate_text"] == bodies[0]
