@@ -29,7 +29,16 @@ from scrapy_simhash.boilerplate import Furniture, page_lines
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes
 from scrapy_simhash.jsonl import json_objects
-from scrapy_simhash.mergelog import DECISIONS, FURNITURE_FIELD, TEXT_FIELD, furniture_runs, is_jaccard, is_number
+from scrapy_simhash.mergelog import (
+    DECISIONS,
+    FURNITURE_FIELD,
+    TEXT_FIELD,
+    WHOLE_FIELD,
+    furniture_runs,
+    is_jaccard,
+    is_number,
+    raw_text,
+)
 from scrapy_simhash.settings import SimhashSettings
 
 __all__ = [
@@ -204,7 +213,7 @@ def item_texts(
             continue
         text = found.strip(page_lines(page.text))
         runs = tuple((start, lines) for start, lines in furniture_runs(page.text, text))
-        finder.add(page.id, page.url, Found(text, f"{source}, furniture removed", runs))
+        finder.add(page.id, page.url, Found(text, source, runs))
 
 
 def review_texts(finder: TextFinder, records: Iterable[Mapping[str, Any]], source: str) -> None:
@@ -262,6 +271,20 @@ class Pair:
         return self.matched.text is not None and self.duplicate.text is not None
 
     @property
+    def whole(self) -> bool:
+        """Judged on the two pages' whole texts (two pages of one host, by the furniture guard): its
+        Jaccard is the guard's estimate from what the index keeps, not the texts' own."""
+        return self.record.get(WHOLE_FIELD) is True
+
+    @property
+    def as_logged(self) -> bool | None:
+        """Whether the texts shown score the logged Jaccard (None: not to be told, a text missing or a
+        guard's estimate)."""
+        if self.whole or self.texts_jaccard is None:
+            return None
+        return abs(self.texts_jaccard - float(self.record["jaccard"])) <= JACCARD_TOLERANCE
+
+    @property
     def key(self) -> str:
         """What names this decision in the browser's saved labels, whichever page or review shows it."""
         record = self.record
@@ -302,6 +325,7 @@ def pairs_of(records: Sequence[Mapping[str, Any]], finder: TextFinder, items_giv
     pairs = []
     for number, record in enumerate(records, 1):
         erased = set(record.get("erased") or ())
+        whole = record.get(WHOLE_FIELD) is True
         matched_id, matched_url = _str(record.get("matched_id")), _str(record.get("matched_url"))
         if "matched" in erased:
             matched = Side(None, None, True, None, ERASED)
@@ -309,12 +333,18 @@ def pairs_of(records: Sequence[Mapping[str, Any]], finder: TextFinder, items_giv
             found = finder.find(matched_id, matched_url)
             if found is None:
                 matched = Side(matched_id, matched_url, False, None, not_found)
+            elif whole:
+                text = raw_text(found.text, found.furniture)
+                matched = Side(matched_id, matched_url, False, text, f"{found.source}, whole text")
             else:
                 matched = Side(matched_id, matched_url, False, found.text, found.source, found.furniture)
         text = record.get(TEXT_FIELD)
         duplicate_id, duplicate_url = _str(record.get("duplicate_id")), _str(record.get("duplicate_url"))
         if "duplicate" in erased:
             duplicate = Side(None, None, True, None, ERASED)
+        elif isinstance(text, str) and text and whole:
+            duplicate = Side(duplicate_id, duplicate_url, False, raw_text(text, _runs(record.get(FURNITURE_FIELD))),
+                             "review log, whole text")
         elif isinstance(text, str) and text:
             duplicate = Side(duplicate_id, duplicate_url, False, text, "review log", _runs(record.get(FURNITURE_FIELD)))
         else:
@@ -858,10 +888,15 @@ def _pair_html(pair: Pair) -> str:
     elif canonical_id != pair.matched.id:
         canonical = Side(_str(canonical_id), _str(canonical_url), False, None, "")
         meta.append(f"<dt>canonical</dt><dd>{_who(canonical)}</dd>")
-    texts_jaccard = pair.texts_jaccard
-    if texts_jaccard is not None and abs(texts_jaccard - jaccard) > JACCARD_TOLERANCE:
+    if pair.whole and pair.texts_jaccard is not None:
         meta.append(
-            f'<dt>these texts</dt><dd class="note">Jaccard {texts_jaccard:.4f}, not the logged {jaccard:.4f}: '
+            "<dt>compared</dt><dd>the whole texts: two pages of one host that match only without their furniture "
+            f"are judged whole (the furniture guard); Jaccard {jaccard:.4f} is its estimate from what the index "
+            f"keeps, these texts score {pair.texts_jaccard:.4f}</dd>"
+        )
+    elif pair.as_logged is False:
+        meta.append(
+            f'<dt>these texts</dt><dd class="note">Jaccard {pair.texts_jaccard:.4f}, not the logged {jaccard:.4f}: '
             "not exactly the texts compared (furniture learned or erased since?); simhash-tune scores these</dd>"
         )
     meta.append(f"<dt>decided</dt><dd>{escape(str(record.get('timestamp', '')))}</dd>")
@@ -1036,7 +1071,7 @@ def render_pages(
         data = {
             str(pair.number): {
                 "key": pair.key,
-                "jaccard": pair.record["jaccard"],
+                "jaccard": None if pair.whole else pair.record["jaccard"],
                 "a": _side_data(pair.matched),
                 "b": _side_data(pair.duplicate),
             }

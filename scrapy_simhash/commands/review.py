@@ -24,7 +24,6 @@ from scrapy_simhash.index import IndexNotFound, IndexOpenError, open_index
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.review import (
-    JACCARD_TOLERANCE,
     PER_PAGE,
     TextFinder,
     feed_pages,
@@ -167,11 +166,10 @@ class Command(ScrapyCommand):
                 else "give the crawl's items with --items"
             )
             print(f"  {missing} pairs lack the text of the page compared with: {where}")
-        differ = sum(
-            abs(pair.texts_jaccard - float(pair.record["jaccard"])) > JACCARD_TOLERANCE
-            for pair in pairs
-            if pair.texts_jaccard is not None
-        )
+        whole = sum(pair.whole for pair in pairs)
+        if whole:
+            print(f"  {whole} pairs judged on their whole texts (two pages of one host: the furniture guard)")
+        differ = sum(pair.as_logged is False for pair in pairs)
         if differ:
             print(f"  {differ} pairs' texts score another Jaccard than the logged one: not exactly the texts compared")
 
@@ -218,7 +216,7 @@ def load_furniture(config: SimhashSettings, hosts: Collection[str]) -> tuple[dic
             for host in hosts:
                 stored = await index.load_boilerplate(host)
                 if stored is not None:
-                    found[host] = decode(stored[1])
+                    found[host] = decode(stored)
             return found
         finally:
             await index.close()

@@ -31,11 +31,12 @@ from review_fixtures import (
     write_jsonl,
 )
 from scrapy_simhash.boilerplate import learn, page_lines
-from scrapy_simhash.mergelog import furniture_runs
+from scrapy_simhash.mergelog import furniture_runs, raw_text
 from scrapy_simhash.mergelog.record import redact
 from scrapy_simhash.mergelog import review_record as log_review_record
 from scrapy_simhash.review import (
     MAX_DIFF_WORDS,
+    Found,
     TextFinder,
     feed_pages,
     histogram_svg,
@@ -150,13 +151,9 @@ def test_furniture_runs_give_back_the_raw_text() -> None:
     kept = "\nTitle\nBody text\nHome"
     runs = furniture_runs(raw, kept)
     assert runs == [[0, "Home\nNews"], [5, "Share\nFooter"]]
-    lines, kept_lines = [], iter(kept.split("\n"))
-    for start, run in runs:
-        while len(lines) < start:
-            lines.append(next(kept_lines))
-        lines.extend(run.split("\n"))
-    assert "\n".join([*lines, *kept_lines]) == raw
-    assert furniture_runs("a\nb", "") == [[0, "a\nb"]] and furniture_runs("a", "a") == []
+    assert raw_text(kept, runs) == raw
+    assert furniture_runs("a\nb", "") == [[0, "a\nb"]] and raw_text("", [[0, "a\nb"]]) == "a\nb"
+    assert furniture_runs("a", "a") == []
     with pytest.raises(ValueError):
         furniture_runs("a\nb", "c")
 
@@ -175,6 +172,21 @@ def test_a_review_record_carries_the_furniture_left_out_and_loses_it_with_the_du
     assert odd.duplicate.text == "kept" and odd.duplicate.furniture == ()  # not runs in order: no raw view
 
 
+def test_a_pair_the_guard_judged_whole_is_shown_whole_and_labelled_without_its_estimate() -> None:
+    logged = log_review_record({k: v for k, v in review_record(A, B, LONG, "x").items() if k != "duplicate_text"},
+                               LONG, "nav\n" + LONG, whole=True)
+    assert logged["whole_texts"] is True
+    finder = TextFinder()
+    finder.add(A["id"], A["url"], Found(LONG, "items", ((0, "menu"),)))
+    [pair] = pairs_of([logged], finder)
+    assert pair.whole and pair.matched.text == "menu\n" + LONG and pair.duplicate.text == "nav\n" + LONG
+    assert pair.as_logged is None  # the guard's estimate is no text's Jaccard
+    html = render([pair], [], "the review log", ["review.jsonl"])
+    assert "the whole texts: two pages of one host" in html
+    data = json.loads(parse(html).scripts[0])
+    assert data["1"]["jaccard"] is None and data["1"]["a"]["furniture"] == []
+
+
 def test_feed_texts_lose_their_hosts_furniture_as_the_crawl_learned_it() -> None:
     template = ["Site brand", "Home · News · About", "Related: other pages of this site"]
     pages = [
@@ -190,7 +202,7 @@ def test_feed_texts_lose_their_hosts_furniture_as_the_crawl_learned_it() -> None
     item_texts(finder, fed, "items", {"a": furniture})
     found = finder.find(None, "https://a.example/0")
     assert found.text == furniture.strip(page_lines(pages[0])) and "Site brand" not in found.text
-    assert found.source == "items, furniture removed" and found.furniture
+    assert found.source == "items" and raw_text(found.text, found.furniture) == pages[0]
     other = TextFinder()
     item_texts(other, fed, "items", {})  # no furniture learned for the host: the text as fed
     assert other.find(None, "https://a.example/0").text == pages[0]
