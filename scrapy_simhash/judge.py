@@ -78,12 +78,14 @@ class _BusyWait:
 class Verified:
     """A candidate, its data, and the Jaccard similarity verification measured (of the texts without
     furniture; of the whole texts for two pages of one host); ``guarded``: rejected because the whole
-    texts of two same-host pages are not alike, though their texts without furniture are."""
+    texts of two same-host pages are not alike, though their texts without furniture are;
+    ``whole_texts``: ``jaccard`` is the whole texts'."""
 
     candidate: Candidate
     details: Details
     jaccard: float
     guarded: bool = False
+    whole_texts: bool = False
 
 
 @dataclass
@@ -149,7 +151,7 @@ def _guarded(record: Record, data: Details, verified: Verified, threshold: float
     if record.whole.same and data.whole.same:
         return verified  # nothing was removed from either
     whole = whole_text_jaccard(record.hashes, record.whole, data.hashes, data.whole)
-    return Verified(verified.candidate, data, whole, guarded=whole < threshold <= verified.jaccard)
+    return Verified(verified.candidate, data, whole, guarded=whole < threshold <= verified.jaccard, whole_texts=True)
 
 
 async def place(

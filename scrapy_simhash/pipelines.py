@@ -563,7 +563,7 @@ class SimhashPipeline:
         if not await self._write(self.merge_log, records):
             return False  # the decision does not stand: nothing to review
         sampled = [
-            review_record(r, text, page.text, whole=verified.guarded)
+            review_record(r, text, page.text, whole=verified.whole_texts)
             for r, (_, verified) in zip(records, decisions)
             if self._sampled_for_review(page.id, r["jaccard"])
         ]

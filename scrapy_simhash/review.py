@@ -272,15 +272,14 @@ class Pair:
 
     @property
     def whole(self) -> bool:
-        """Judged on the two pages' whole texts (two pages of one host, by the furniture guard): its
-        Jaccard is the guard's estimate from what the index keeps, not the texts' own."""
+        """Judged on the two pages' whole texts (two pages of one host: the furniture guard), whose
+        Jaccard was logged."""
         return self.record.get(WHOLE_FIELD) is True
 
     @property
     def as_logged(self) -> bool | None:
-        """Whether the texts shown score the logged Jaccard (None: not to be told, a text missing or a
-        guard's estimate)."""
-        if self.whole or self.texts_jaccard is None:
+        """Whether the texts shown score the logged Jaccard (None: not to be told, a text missing)."""
+        if self.texts_jaccard is None:
             return None
         return abs(self.texts_jaccard - float(self.record["jaccard"])) <= JACCARD_TOLERANCE
 
@@ -888,13 +887,10 @@ def _pair_html(pair: Pair) -> str:
     elif canonical_id != pair.matched.id:
         canonical = Side(_str(canonical_id), _str(canonical_url), False, None, "")
         meta.append(f"<dt>canonical</dt><dd>{_who(canonical)}</dd>")
-    if pair.whole and pair.texts_jaccard is not None:
-        meta.append(
-            "<dt>compared</dt><dd>the whole texts: two pages of one host that match only without their furniture "
-            f"are judged whole (the furniture guard); Jaccard {jaccard:.4f} is its estimate from what the index "
-            f"keeps, these texts score {pair.texts_jaccard:.4f}</dd>"
-        )
-    elif pair.as_logged is False:
+    if pair.whole:
+        meta.append("<dt>compared</dt><dd>the whole texts: two pages of one host are judged on them as well "
+                    "(the furniture guard)</dd>")
+    if pair.as_logged is False:
         meta.append(
             f'<dt>these texts</dt><dd class="note">Jaccard {pair.texts_jaccard:.4f}, not the logged {jaccard:.4f}: '
             "not exactly the texts compared (furniture learned or erased since?); simhash-tune scores these</dd>"
@@ -1071,7 +1067,7 @@ def render_pages(
         data = {
             str(pair.number): {
                 "key": pair.key,
-                "jaccard": None if pair.whole else pair.record["jaccard"],
+                "jaccard": pair.record["jaccard"],
                 "a": _side_data(pair.matched),
                 "b": _side_data(pair.duplicate),
             }

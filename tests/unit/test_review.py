@@ -172,7 +172,7 @@ def test_a_review_record_carries_the_furniture_left_out_and_loses_it_with_the_du
     assert odd.duplicate.text == "kept" and odd.duplicate.furniture == ()  # not runs in order: no raw view
 
 
-def test_a_pair_the_guard_judged_whole_is_shown_whole_and_labelled_without_its_estimate() -> None:
+def test_a_pair_judged_on_whole_texts_is_shown_whole_and_labelled_with_their_jaccard() -> None:
     logged = log_review_record({k: v for k, v in review_record(A, B, LONG, "x").items() if k != "duplicate_text"},
                                LONG, "nav\n" + LONG, whole=True)
     assert logged["whole_texts"] is True
@@ -180,11 +180,10 @@ def test_a_pair_the_guard_judged_whole_is_shown_whole_and_labelled_without_its_e
     finder.add(A["id"], A["url"], Found(LONG, "items", ((0, "menu"),)))
     [pair] = pairs_of([logged], finder)
     assert pair.whole and pair.matched.text == "menu\n" + LONG and pair.duplicate.text == "nav\n" + LONG
-    assert pair.as_logged is None  # the guard's estimate is no text's Jaccard
     html = render([pair], [], "the review log", ["review.jsonl"])
     assert "the whole texts: two pages of one host" in html
     data = json.loads(parse(html).scripts[0])
-    assert data["1"]["jaccard"] is None and data["1"]["a"]["furniture"] == []
+    assert data["1"]["jaccard"] == logged["jaccard"] and data["1"]["a"]["furniture"] == []
 
 
 def test_feed_texts_lose_their_hosts_furniture_as_the_crawl_learned_it() -> None:
