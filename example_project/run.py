@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,7 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--fresh", action="store_true",
-                        help="forget earlier runs: delete output/ first (a Redis index or merge-log stream is kept)")
+                        help="forget earlier runs: empty the spider's index and logs first (SIMHASH_RESET), wherever"
+                        " they are")
     parser.add_argument("--corpus", type=Path, help="corpus for build_site.py (default: the shipped data/)")
     args = parser.parse_args(argv)
 
@@ -29,13 +29,13 @@ def main(argv: list[str] | None = None) -> None:
 
     import build_site
 
-    if args.fresh:
-        shutil.rmtree(HERE / "output", ignore_errors=True)
     build_site.main([str(args.corpus)] if args.corpus else [])  # a fraction of a second: always fresh
     settings = get_project_settings()
     for pair in args.settings:
         name, _, value = pair.partition("=")
         settings.set(name, value, priority="cmdline")
+    if args.fresh:
+        settings.set("SIMHASH_RESET", True, priority="cmdline")
 
     process = CrawlerProcess(settings)
     crawler = process.create_crawler("docs")

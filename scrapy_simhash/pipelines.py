@@ -34,6 +34,7 @@ from scrapy_simhash.mergelog import (
 )
 from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash.reset import reset
 from scrapy_simhash.settings import MAX_RETRY_DELAY, SettingsError, read, stream_key, unknown_settings
 from scrapy_simhash.signer import Signer
 from scrapy_simhash.whole_text import SAME_TEXT, WholeText, whole_text
@@ -166,6 +167,14 @@ class SimhashPipeline:
             else "items it cannot judge are passed on unchecked (simhash/unchecked), and each item tries it "
             "again (SIMHASH_ON_INDEX_ERROR = 'pass')"
         )
+        if config.reset or _truthy(getattr(self.crawler.spider, "simhash_reset", None)):
+            try:
+                done = await reset(config)
+            except Exception as exc:  # a Redis that does not answer: starting on the old index would mislead
+                self._cannot_open(f"SIMHASH_RESET could not empty the index and logs ({type(exc).__name__}: {exc})")
+                return
+            logger.info("SimHash: starting over (SIMHASH_RESET): %(done)s", {"done": done},
+                        extra={"spider": self.crawler.spider})
         try:
             index = open_index(
                 config.index_url,
@@ -811,6 +820,11 @@ def _empty(value: Any) -> bool:
     """No value in a field: absent, None, or an empty string or list (any other value counts: its
     reading says what is wrong with it)."""
     return value is None or isinstance(value, (str, bytes, list, tuple)) and len(value) == 0
+
+
+def _truthy(value: Any) -> bool:
+    """A spider argument read as a flag, as Scrapy reads a boolean setting (``-a simhash_reset=1``)."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
 
 
 def _can_set(adapter: ItemAdapter, name: str) -> bool:

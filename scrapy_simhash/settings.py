@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_ANNOTATION_FIELD": "duplicate_of",
     "SIMHASH_DROP_LOG_LEVEL": "INFO",
     "SIMHASH_MAX_GROUP_WARN": 1000,
+    "SIMHASH_SEEN_ACTION": "drop",  # a page the index holds under its id with the same content
     # Index
     "SIMHASH_INDEX_URL": None,  # None: sqlite:///.scrapy/simhash/{spider}.sqlite3 in the project data dir
     "SIMHASH_KEY_PREFIX": "simhash:{spider}",
@@ -51,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_EXPIRE_INTERVAL": 3600.0,
     "SIMHASH_SESSION_LEASE": 30.0,
     "SIMHASH_ALLOW_EVICTION": False,  # run on a Redis that evicts keys when full (refused otherwise)
+    "SIMHASH_RESET": False,  # empty this spider's index and logs when it opens (or -a simhash_reset=1)
     # Audit
     "SIMHASH_MERGE_LOG": None,  # None: .scrapy/simhash/{spider}-merges.jsonl; "": off
     "SIMHASH_REVIEW_LOG": None,  # None: .scrapy/simhash/{spider}-review.jsonl; "": off
@@ -64,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 ACTIONS = ("drop", "annotate")
+SEEN_ACTIONS = ("drop", "pass")
 ON_INDEX_ERROR = ("pass", "fail")
 WEIGHTINGS = ("frequency", "presence")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -189,6 +192,7 @@ class SimhashSettings:
     annotation_field: str
     drop_log_level: str
     max_group_warn: int
+    seen_action: str
     index_url: str
     key_prefix: str  # the Redis keys' prefix, its braces a Redis Cluster hash tag: "simhash:{docs}"
     retention: dict[str, float | None] | None
@@ -198,6 +202,7 @@ class SimhashSettings:
     expire_interval: float
     session_lease: float
     allow_eviction: bool
+    reset: bool
     merge_log: str | None
     review_log: str | None
     review_margin: float
@@ -259,6 +264,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         annotation_field=reader.text("SIMHASH_ANNOTATION_FIELD"),
         drop_log_level=reader.choice("SIMHASH_DROP_LOG_LEVEL", LOG_LEVELS),
         max_group_warn=reader.number("SIMHASH_MAX_GROUP_WARN", int, 1),
+        seen_action=reader.choice("SIMHASH_SEEN_ACTION", SEEN_ACTIONS),
         index_url=fill(str(index_url)),
         key_prefix=prefix,
         retention=_retention(reader),
@@ -268,6 +274,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         expire_interval=reader.number("SIMHASH_EXPIRE_INTERVAL", float, 0.0),
         session_lease=reader.number("SIMHASH_SESSION_LEASE", float, 0.5, MAX_SESSION_LEASE),
         allow_eviction=reader.flag("SIMHASH_ALLOW_EVICTION"),
+        reset=reader.flag("SIMHASH_RESET"),
         merge_log=log_uri("SIMHASH_MERGE_LOG", "merges"),
         review_log=log_uri("SIMHASH_REVIEW_LOG", "review"),
         review_margin=reader.number("SIMHASH_REVIEW_MARGIN", float, 0.0, 1.0),
