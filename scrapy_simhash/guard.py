@@ -13,7 +13,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scrapy_simhash.index import Candidate, Details, Erased, Exact, GroupGone, Index, Joined, Lookup, Record
+from scrapy_simhash.index import (
+    Candidate,
+    Details,
+    Erased,
+    Exact,
+    GroupGone,
+    Index,
+    IndexCorrupt,
+    Joined,
+    Lookup,
+    Record,
+)
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -142,6 +153,7 @@ class GuardedIndex:
                 raise  # GroupGone is an answer (the matched record went meanwhile): judging looks again
             except Exception as exc:  # permanent: a refused command, corrupt data, a wrong schema
                 self.stats.inc_value("simhash/index_errors")
+                report = report and not isinstance(exc, IndexCorrupt)  # the caller stops the crawl, saying why
                 raise self._unavailable(method, exc, attempts + 1, report) from None
             self._recovered()
             return result

@@ -7,6 +7,7 @@ the settings, the stats and the merge-log format.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import logging
 import time
@@ -26,7 +27,7 @@ from scrapy_simhash.delivery import Delivery, FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, verification_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
-from scrapy_simhash.index import GroupGone, IndexOpenError, Record, open_index
+from scrapy_simhash.index import GroupGone, IndexCorrupt, IndexOpenError, Record, open_index
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
 from scrapy_simhash.mergelog import (
@@ -186,7 +187,7 @@ class SimhashPipeline:
                 allow_eviction=config.allow_eviction,
             )
         except ValueError as exc:
-            self._cannot_open(str(exc))
+            self._cannot_open(f"Cannot use the SimHash index: {exc}")
             return
         self.index = GuardedIndex(
             index,
@@ -199,8 +200,14 @@ class SimhashPipeline:
         try:
             await self.index.open()
         except IndexUnavailable as exc:
-            if isinstance(exc.error, (IndexOpenError, ValueError)) or config.on_index_error == "fail":
-                self._cannot_open(str(exc))
+            if isinstance(exc.error, IndexCorrupt):
+                self._cannot_open(self._corrupt_message(exc.error))
+                return
+            if isinstance(exc.error, (IndexOpenError, ValueError)):  # said whole: what is wrong and what to do
+                self._cannot_open(f"Cannot use the SimHash index: {exc.error}")
+                return
+            if config.on_index_error == "fail":
+                self._cannot_open(f"Cannot use the SimHash index: {exc}")
                 return
             logger.warning(
                 "SimHash %(error)s: %(consequence)s", {"error": exc, "consequence": consequence},
@@ -208,31 +215,41 @@ class SimhashPipeline:
             )
         if self.learner is not None:
             await self.learner.open(self.index)
-        try:
-            if config.merge_log:
-                self.merge_log = open_merge_log(config.merge_log, stream_key(config, "merges"), config.allow_eviction)
-            if config.review_log:
-                self.review_log = open_merge_log(config.review_log, stream_key(config, "review"), config.allow_eviction)
-            for log in (self.merge_log, self.review_log):
-                if log is not None:
-                    await log.check()
-        except (OSError, ValueError, MergeLogError) as exc:  # a directory that cannot be written, a malformed URI
-            self._cannot_open(f"the merge or review log cannot be opened ({type(exc).__name__}: {exc})")
-            return
+        for kind in ("merge", "review"):
+            uri = config.merge_log if kind == "merge" else config.review_log
+            if not uri:
+                continue
+            try:
+                log = open_merge_log(uri, stream_key(config, "merges" if kind == "merge" else "review"),
+                                     config.allow_eviction)
+                await log.check()
+            except (OSError, ValueError, MergeLogError) as exc:  # a directory that cannot be written, a bad URI
+                self._cannot_open(_log_fault(kind, uri, "cannot be opened", exc))
+                return
+            if kind == "merge":
+                self.merge_log = log
+            else:
+                self.review_log = log
         self._background = [
             asyncio.ensure_future(self._expire_periodically()),
             asyncio.ensure_future(self._keep_alive_periodically()),
         ]
 
     def _cannot_open(self, reason: str) -> None:
-        """An index or log that cannot be used at all: one error line, and the crawl closes cleanly;
-        items that still arrive pass on unchecked."""
-        logger.error(
-            "Cannot use the SimHash index: %(reason)s; closing the spider", {"reason": reason},
-            extra={"spider": self.crawler.spider},
-        )
+        """An index or log that cannot be used at all (a permanent fault, whatever
+        SIMHASH_ON_INDEX_ERROR says): one error line naming it and what to do, and the crawl closes
+        cleanly; items that still arrive pass on unchecked."""
+        if self._usable:
+            logger.error("%(reason)s; closing the spider", {"reason": reason}, extra={"spider": self.crawler.spider})
         self._usable = False
         self._close("simhash_index_error")
+
+    def _corrupt_message(self, error: IndexCorrupt) -> str:
+        assert self.crawler.spider is not None
+        return (
+            f"SimHash index {error}: restore it from a backup, or start over with "
+            f"scrapy simhash-reset --spider {self.crawler.spider.name}"
+        )
 
     async def close_spider(self) -> None:
         try:
@@ -302,7 +319,7 @@ class SimhashPipeline:
         except Exception:
             return self._internal_error(item, "read")
         if not self._usable:
-            return self._pass_unchecked(item, "no index", "the index could not be opened")
+            return self._pass_unchecked(item, "no index", "the index or a log cannot be used", logged=True)
         try:
             match = await self._judge(page, item)
         except MergeNotLogged as exc:
@@ -310,6 +327,9 @@ class SimhashPipeline:
         except InFlightElsewhere as exc:
             return self._pass_unchecked(item, "in flight in another crawl", str(exc))
         except IndexUnavailable as exc:
+            if isinstance(exc.error, IndexCorrupt):
+                self._cannot_open(self._corrupt_message(exc.error))
+                return self._pass_unchecked(item, "index corrupt", str(exc), logged=True)
             if self.config.on_index_error == "fail":
                 self._close("simhash_index_error")
             return self._pass_unchecked(item, "index unavailable", str(exc), logged=True)
@@ -612,6 +632,11 @@ class SimhashPipeline:
         try:
             await log.write(records)
         except Exception as exc:  # a lost audit record must be loud, not fatal to the crawl
+            if _permanent_log_fault(exc):  # no later write can succeed either: said once, and the crawl stops
+                kind = "merge" if log is self.merge_log else "review"
+                uri = self.config.merge_log if kind == "merge" else self.config.review_log
+                assert uri is not None
+                self._cannot_open(_log_fault(kind, uri, "cannot be written", exc.__cause__ or exc))
             kind, consequence = (
                 ("merge", "a duplicate whose merge cannot be recorded is kept (simhash/unchecked)")
                 if log is self.merge_log
@@ -820,6 +845,25 @@ def _empty(value: Any) -> bool:
     """No value in a field: absent, None, or an empty string or list (any other value counts: its
     reading says what is wrong with it)."""
     return value is None or isinstance(value, (str, bytes, list, tuple)) and len(value) == 0
+
+
+#: Why a log file cannot be written that no later write cures: permissions, a read-only file
+#: system, a directory gone or a file where a directory should be. A full disk or an I/O error may pass.
+_PERMANENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR, errno.EISDIR})
+
+
+def _permanent_log_fault(exc: BaseException) -> bool:
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    return isinstance(cause, OSError) and cause.errno in _PERMANENT_ERRNOS
+
+
+def _log_fault(kind: str, uri: str, what: str, exc: BaseException) -> str:
+    """One line naming the log, its setting and its place, the error, and what to do."""
+    setting = f"SIMHASH_{kind.upper()}_LOG"
+    return (
+        f"The SimHash {kind} log {setting} = {mask_url(uri)!r} {what} ({type(exc).__name__}: {exc}): fix that path "
+        f"or its permissions, or point {setting} elsewhere ({setting} = \"\" turns the log off)"
+    )
 
 
 def _truthy(value: Any) -> bool:

@@ -50,6 +50,7 @@ class Command(ScrapyCommand):
         try:
             done = asyncio.run(reset(config))
         except Exception as exc:  # a Redis that does not answer, a file that cannot be removed
-            raise UsageError(f"the reset stopped ({type(exc).__name__}: {exc}); run it again", print_help=False) from None
+            message = f"the reset stopped ({type(exc).__name__}: {exc}); run it again"
+            raise UsageError(message, print_help=False) from None
         for line in done.removed:
             print(line)

@@ -31,6 +31,7 @@ __all__ = [
     "Exact",
     "GroupGone",
     "Index",
+    "IndexCorrupt",
     "IndexNotFound",
     "IndexOpenError",
     "Joined",
@@ -59,6 +60,16 @@ LISTED_PER_KEY = 1
 FIRST_READ = 4
 #: Verification hashes a crawl keeps by write id (4 bytes each: 16 MB), see :class:`_KeptHashes`.
 KEPT_HASHES = 4_000_000
+
+
+#: What to do about an index a later release of scrapy-simhash wrote, and about one an earlier wrote.
+UPGRADE = "upgrade scrapy-simhash (pip install -U scrapy-simhash) to use it"
+REBUILD = "another SIMHASH_INDEX_URL or SIMHASH_KEY_PREFIX, or empty this one with scrapy simhash-reset"
+
+
+def _newer(stored: str | None, ours: int) -> bool:
+    """Whether a stored version number is a later release's than ``ours``."""
+    return stored is not None and stored.isdigit() and int(stored) > ours
 
 
 def handle(value: str) -> bytes:
@@ -347,15 +358,25 @@ class Index(ABC):
         """Refuse an index of another schema, layout or fingerprint version: read with this one's
         rules, its records would silently stop matching."""
         if stored.get("schema") != str(SCHEMA):
+            if _newer(stored.get("schema"), SCHEMA):
+                raise ValueError(
+                    f"{where} has key schema {stored['schema']}, newer than this version of scrapy-simhash reads"
+                    f" ({SCHEMA}): {UPGRADE}"
+                )
             built = f"has key schema {stored['schema']}" if stored.get("schema") else "was built by an earlier version"
             raise ValueError(
                 f"{where} {built} of scrapy-simhash; this version reads schema {SCHEMA}: build a new index"
-                " (another SIMHASH_INDEX_URL or SIMHASH_KEY_PREFIX)"
+                f" ({REBUILD})"
             )
         if stored.get("fingerprint") != str(FINGERPRINT_VERSION):
+            if _newer(stored.get("fingerprint"), FINGERPRINT_VERSION):
+                raise ValueError(
+                    f"{where} holds fingerprints of version {stored['fingerprint']}, newer than this version of"
+                    f" scrapy-simhash computes ({FINGERPRINT_VERSION}): {UPGRADE}"
+                )
             raise ValueError(
                 f"{where} holds fingerprints of version {stored.get('fingerprint')}, this version computes "
-                f"version {FINGERPRINT_VERSION}: build a new index"
+                f"version {FINGERPRINT_VERSION}: build a new index ({REBUILD})"
             )
         if Layout.from_dict(json.loads(stored["layout"])) != self.layout:
             raise ValueError(
@@ -446,3 +467,8 @@ class IndexNotFound(Exception):
 
 class IndexOpenError(Exception):
     """The index cannot be opened at all (a path that cannot hold a database, say): no retry cures it."""
+
+
+class IndexCorrupt(Exception):
+    """The index's stored data is damaged (a SQLite file with corrupt pages): no retry cures it, and
+    judging on it would pass items unchecked one by one; restore it from a backup or start over."""

@@ -26,6 +26,7 @@ from scrapy_simhash.index.base import (
     Exact,
     GroupGone,
     Index,
+    IndexCorrupt,
     IndexNotFound,
     IndexOpenError,
     Joined,
@@ -85,6 +86,18 @@ _CANDIDATE = (
 )
 
 
+#: SQLite's result codes for a file whose pages are damaged, and for one that is no database.
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says the file is damaged (by its result code, or its words before Python 3.11)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _CORRUPT_CODES
+    return "malformed" in str(exc) or "not a database" in str(exc)
+
+
 #: Seconds a call waits for another process's write lock: a crawl's transactions hold it for
 #: milliseconds, so a longer wait is a lock held on purpose (an open sqlite3 shell, a backup).
 LOCK_WAIT = 30.0
@@ -131,13 +144,18 @@ class SQLiteIndex(Index):
         first = left if self._stalled_since is not None else min(left, STALL_NOTICE)
         self._wait_for_lock(first)
         try:
-            result = fn(*args)
-        except sqlite3.OperationalError as exc:
-            if first >= left or "locked" not in str(exc):
-                raise
-            self._stalled(made, left - first)
-            self._wait_for_lock(round(max(0.0, made + self.lock_wait - time.monotonic()), 1))
-            result = fn(*args)  # the failed attempt rolled back whole: nothing is done twice
+            try:
+                result = fn(*args)
+            except sqlite3.OperationalError as exc:
+                if first >= left or "locked" not in str(exc):
+                    raise
+                self._stalled(made, left - first)
+                self._wait_for_lock(round(max(0.0, made + self.lock_wait - time.monotonic()), 1))
+                result = fn(*args)  # the failed attempt rolled back whole: nothing is done twice
+        except sqlite3.DatabaseError as exc:
+            if _corrupt(exc):
+                raise IndexCorrupt(f"{self.location} is corrupt ({exc})") from None
+            raise
         if self._stalled_since is not None:
             logger.info("SQLite index %(location)s: the write lock came free after %(seconds).0f s",
                         {"location": self.location, "seconds": time.monotonic() - self._stalled_since})
@@ -267,6 +285,8 @@ class SQLiteIndex(Index):
             db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()
+            if isinstance(exc, sqlite3.DatabaseError) and _corrupt(exc):
+                raise
             raise IndexOpenError(f"cannot open {self.path}: {exc}") from None
         try:
             with self._transaction():
