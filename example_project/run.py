@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     if stats.get("finish_reason") != "finished":  # a setting refused, an index error in "fail" mode
         sys.exit(f"the crawl stopped: {stats.get('finish_reason')} (the log above says why)")
     seen = stats.get("simhash/items_seen", 0)
-    print(f"\n{stats.get('simhash/dropped', 0)} near-duplicates dropped of {seen} pages crawled,"
-          f" {stats.get('item_scraped_count', 0)} items kept")
+    print(f"\n{stats.get('simhash/dropped', 0)} near-duplicates dropped and {stats.get('simhash/seen', 0)} pages"
+          f" seen before of {seen} pages crawled, {stats.get('item_scraped_count', 0)} items kept")
     for name in sorted(k for k in stats if k.startswith("simhash/")):
         print(f"  {name}: {stats[name]}")
     print(f"merge log: {settings.get('SIMHASH_MERGE_LOG', '').format(spider='docs')}")

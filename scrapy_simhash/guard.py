@@ -24,6 +24,7 @@ from scrapy_simhash.index import (
     Joined,
     Lookup,
     Record,
+    StoredRecord,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +112,9 @@ class GuardedIndex:
 
     async def remove(self, rid: int) -> Erased | None:
         return await self._call(self.index.remove, rid, report=False)  # the caller says what is left undone
+
+    async def records(self, key: str) -> list[StoredRecord]:
+        return await self._call(self.index.records, key)
 
     async def release(self, record: Record) -> None:
         """Best effort, no retry: what it fails to drop is one unreferenced record's page data."""

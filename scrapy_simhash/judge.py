@@ -15,11 +15,15 @@ from typing import Protocol
 import numpy as np
 
 from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
-from scrapy_simhash.index import FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record
+from scrapy_simhash.index import (
+    FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record, StoredRecord,
+)
 from scrapy_simhash.layout import Layout
 from scrapy_simhash.whole_text import whole_text_jaccard
 
-__all__ = ["NOVELTY", "InFlightElsewhere", "Placement", "Verified", "place", "place_exact", "verify"]
+__all__ = [
+    "NOVELTY", "InFlightElsewhere", "Placement", "Recrawl", "Verified", "place", "place_exact", "recrawled", "verify",
+]
 
 #: A duplicate is kept findable (its band keys indexed) when its best match is below this Jaccard:
 #: it then reaches pages its group's other records do not (a page drifting release after release).
@@ -57,6 +61,10 @@ class Judged(Protocol):
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined: ...
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact: ...
+
+    async def records(self, key: str) -> list[StoredRecord]: ...
+
+    async def remove(self, rid: int) -> bool | None: ...
 
 
 class _BusyWait:
@@ -98,6 +106,8 @@ class Placement:
     rejected: list[Verified] = field(default_factory=list)
     unreadable: int = 0  # candidates whose stored data could not be read (counted, skipped)
     same_id: tuple[int, int] = (0, 0)
+    seen: StoredRecord | None = None  # the page's own record, with this very content: nothing was done
+    replaced: int = 0  # records of the page's earlier crawls, with other content, removed before judging
 
 
 async def verify(
@@ -154,19 +164,64 @@ def _guarded(record: Record, data: Details, verified: Verified, threshold: float
     return Verified(verified.candidate, data, whole, guarded=whole < threshold <= verified.jaccard, whole_texts=True)
 
 
+@dataclass(frozen=True)
+class Recrawl:
+    """What the index holds under a page's id already: its record of this very content (``seen``),
+    or how many records of earlier crawls with other content went (``replaced``)."""
+
+    seen: StoredRecord | None = None
+    replaced: int = 0
+
+
+def same_content(stored: StoredRecord, record: Record) -> bool:
+    """The same SimHash, and the same shingle hashes where the index keeps them (findable records)."""
+    if stored.fingerprint != record.fingerprint:
+        return False
+    return len(stored.hashes) == 0 or np.array_equal(stored.hashes, record.hashes)
+
+
+async def recrawled(index: Judged, record: Record, same_id: tuple[int, int], added: int | None) -> Recrawl:
+    """A page whose id the index holds already (``same_id``, this crawl's and earlier ones'): seen
+    again unchanged, or changed since an earlier crawl, whose records then go so that the page is
+    judged on its new content alone, never against itself. This crawl's own records under the id stay
+    (several items sharing an id). Pending records are left out: their items are not delivered yet."""
+    stored = [
+        s for s in await index.records(record.id) if s.id == record.id and not s.pending and s.rid != added
+    ]
+    for candidate in stored:
+        if same_content(candidate, record):
+            return Recrawl(seen=candidate)
+    this, earlier = same_id
+    if not earlier or this:
+        return Recrawl()
+    for old in stored:
+        await index.remove(old.rid)
+    return Recrawl(replaced=len(stored))
+
+
 async def place(
     index: Judged, record: Record, threshold: float, furniture: Furniture | None = None
 ) -> Placement:
-    """Add ``record`` as a new group's canonical, or join the group of its best verified match."""
+    """Add ``record`` as a new group's canonical, or join the group of its best verified match;
+    nothing when the index holds the page already with this content (``seen``)."""
     since, placement, restarts, busy = 0, Placement(), 0, _BusyWait(index.lease)
+    recrawl: Recrawl | None = None
     while True:
         lookup = await index.check_and_add(record, since)
         if lookup.busy:
             await busy.again(record)
             since, placement = 0, Placement()
             continue
+        if recrawl is None and any(lookup.same_id):
+            recrawl = await recrawled(index, record, lookup.same_id, lookup.added)
+            if lookup.added is None and recrawl.seen is not None:
+                return Placement(seen=recrawl.seen)
+            if lookup.added is None and recrawl.replaced:
+                since = 0  # judged again, without its earlier records
+                continue
+        replaced = recrawl.replaced if recrawl is not None else 0
         if lookup.added is not None:
-            placement.added, placement.same_id = lookup.added, lookup.same_id
+            placement.added, placement.same_id, placement.replaced = lookup.added, lookup.same_id, replaced
             return placement
         match = await _verify_best_first(index, record, lookup, threshold, furniture, placement)
         if match is None:
@@ -180,7 +235,7 @@ async def place(
                 raise
             since, placement = 0, Placement()
             continue
-        placement.match = match
+        placement.match, placement.replaced = match, replaced
         return placement
 
 
@@ -221,14 +276,21 @@ async def place_exact(index: Judged, record: Record, digest: bytes, threshold: f
     """Short texts: join the group of the record holding the same normalised text, or start one. A
     holder of the same host whose whole text differs (:func:`_guarded`) is no match: the record is
     then placed by its sketch, as a longer text is."""
-    restarts, busy = 0, _BusyWait(index.lease)
+    restarts, busy, recrawl = 0, _BusyWait(index.lease), None
     while True:
         exact = await index.check_and_add_exact(record, digest)
         if exact.busy:
             await busy.again(record)
             continue
+        if recrawl is None and any(exact.same_id):  # as in place()
+            recrawl = await recrawled(index, record, exact.same_id, exact.added)
+            if exact.added is None and recrawl.seen is not None:
+                return Placement(seen=recrawl.seen)
+            if exact.added is None and recrawl.replaced:
+                continue
+        replaced = recrawl.replaced if recrawl is not None else 0
         if exact.holder is None:
-            return Placement(added=exact.added)
+            return Placement(added=exact.added, replaced=replaced)
         [data] = await index.details([exact.holder])
         if data is not None and data.hashes is not None:
             verified = _guarded(record, data, Verified(exact.holder, data, 1.0), threshold)
@@ -245,4 +307,4 @@ async def place_exact(index: Judged, record: Record, digest: bytes, threshold: f
             if restarts > MAX_RESTARTS:
                 raise GroupGone(f"{record.id}: the record holding its text kept going away") from None
             continue
-        return Placement(joined=joined, match=Verified(exact.holder, data, 1.0))
+        return Placement(joined=joined, match=Verified(exact.holder, data, 1.0), replaced=replaced)

@@ -81,6 +81,14 @@ class Match:
     fingerprint: int
 
 
+class _Seen:
+    """The type of :data:`SEEN`."""
+
+
+#: What judging a page the index holds already, with this very content, comes to: no decision.
+SEEN = _Seen()
+
+
 class SimhashPipeline:
     """Fingerprints each item's content, finds its near-duplicates in the index and verifies them.
 
@@ -337,6 +345,11 @@ class SimhashPipeline:
             return self._internal_error(item, "judge")
         if match is None:
             return item
+        if match is SEEN:
+            if self.config.seen_action == "pass":
+                return item
+            raise DropItem(f"seen before, unchanged: {page.id}", log_level=self.config.drop_log_level)
+        assert isinstance(match, Match)
         self._inc("simhash/duplicates")
         if self.config.action == "drop":
             self._inc("simhash/dropped")
@@ -429,8 +442,9 @@ class SimhashPipeline:
             )
         return item
 
-    async def _judge(self, page: Page, item: Any) -> Match | None:
-        """The match of ``page``, or None after indexing it as a new group's canonical."""
+    async def _judge(self, page: Page, item: Any) -> Match | _Seen | None:
+        """The match of ``page``, or None after indexing it as a new group's canonical, or SEEN when the
+        index holds it already with this content."""
         stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
         signed = await self.signer.sign(stripped.text)
         if signed.words == 0:
@@ -461,6 +475,10 @@ class SimhashPipeline:
         except (IndexUnavailable, GroupGone):
             await self.index.release(record)
             raise
+        if placement.seen is not None:
+            await self.index.release(record)
+            self._inc("simhash/seen")
+            return SEEN
         self._count(page, placement)
         rule = self._rule(stripped.version)
         if placement.added is not None:
@@ -486,7 +504,7 @@ class SimhashPipeline:
                 self._inc("simhash/boilerplate/guarded", guarded)
         if placement.unreadable:
             self._inc("simhash/unreadable_records", placement.unreadable)
-        this_crawl, earlier = placement.same_id
+        this_crawl, _ = placement.same_id
         if this_crawl:
             self._inc("simhash/id_collisions")
             self._warn_once(
@@ -495,7 +513,7 @@ class SimhashPipeline:
                 "and indexed (simhash/id_collisions). Give each item an id of its own with SIMHASH_ID_FIELD",
                 {"field": self.config.id_field or self.config.url_field, "id": page.id},
             )
-        if earlier:
+        if placement.replaced:
             self._inc("simhash/changed_pages")
 
     async def _merged(self, page: Page, record: Record, text: str, rule: Rule, placement: Placement) -> Match:

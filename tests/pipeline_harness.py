@@ -15,8 +15,8 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_simhash.pipelines import SimhashPipeline
 
-# Each item ends in exactly one of these: indexed as new, matched, empty (not indexed) or skipped.
-OUTCOMES = ("simhash/unique", "simhash/duplicates", "simhash/empty_content", "simhash/unchecked")
+# Each item ends in exactly one of these: indexed as new, matched, seen before, empty (not indexed) or skipped.
+OUTCOMES = ("simhash/unique", "simhash/duplicates", "simhash/seen", "simhash/empty_content", "simhash/unchecked")
 
 
 class HarnessSpider(Spider):

@@ -229,7 +229,8 @@ class Lookup(NamedTuple):
     ``added`` is the new record's rid when it was inserted as a group's canonical (then there are no
     candidates). ``seq`` is the last rid the lookup could see: pass it as ``since`` to ask again for
     records that arrived afterwards only. ``same_id``: other records already indexed under this id,
-    (by this session, by earlier ones): a spider that gives several pages one id, or a recrawl.
+    (by this session, by earlier ones), added or not: a spider that gives several pages one id,
+    or a recrawl.
     ``busy``: nothing was done, because a record under this id is pending in another live session
     (two crawls have the same page in flight): ask again once it is confirmed or that session is gone.
     ``read``: data of candidates the backend read with the lookup, by their ``key``, as
@@ -250,6 +251,7 @@ class Exact(NamedTuple):
     added: int | None
     holder: Candidate | None
     busy: bool = False  # as in Lookup
+    same_id: tuple[int, int] = (0, 0)  # as in Lookup
 
 
 class Joined(NamedTuple):

@@ -318,18 +318,26 @@ end
 
 -- One pass over the records under this id: the one this very call stored on an earlier attempt
 -- (its reply was lost), if any; else whether one is pending in another live session (the same page
--- is in flight there).
+-- is in flight there), and how many live ones there are of this session and of earlier ones (a
+-- recrawl: the caller looks at them, as insert counts them).
 local function own_write(idh, wid, session)
-    local held = false
+    local held, this, earlier = false, 0, 0
     for _, rid in ipairs(hlist('i', idh)) do
         local r = record(rid)
         if r then
-            if r.wid == wid then return r, false end
-            held = held or (r.idh == idh and has(r.flags, PENDING) and not has(r.flags, SCRAPED)
-                            and r.session ~= session and live(r.session))
+            if r.wid == wid then return r, false, 0, 0 end
+            if r.idh == idh then
+                held = held or (has(r.flags, PENDING) and not has(r.flags, SCRAPED) and r.session ~= session
+                                and live(r.session))
+                if r.session == session then
+                    this = this + 1
+                elseif not crashed(r, session) then
+                    earlier = earlier + 1
+                end
+            end
         end
     end
-    return nil, held
+    return nil, held, this, earlier
 end
 
 -- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
@@ -510,7 +518,7 @@ local function check_add(a)
     local since, sketch, ready = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2] == '1'
     local idh, wid, session = ARGV[a + 6], ARGV[a + 4], ARGV[a + 5]
     local seq = tonumber(redis.call('GET', SEQ) or '0')
-    local mine, held = own_write(idh, wid, session)
+    local mine, held, this, earlier = own_write(idh, wid, session)
     if mine then return lookup_reply(seq, mine.rid, 0, 0, {}, {}, {}) end
     if held then return lookup_reply(seq, BUSY, 0, 0, {}, {}, {}) end
     -- A record's slot is compared with the sketch's bytes in place: most records a lookup reads are
@@ -561,13 +569,13 @@ local function check_add(a)
             end
         end
     end
-    return lookup_reply(seq, 0, 0, 0, {}, candidates, read)
+    return lookup_reply(seq, 0, this, earlier, {}, candidates, read)
 end
 
 -- Arguments: digest (16 bytes), then insert's. The record holding the digest, or the one added.
 local function check_add_exact(a)
     local digest, idh, wid, session = ARGV[a], ARGV[a + 4], ARGV[a + 2], ARGV[a + 3]
-    local mine, held = own_write(idh, wid, session)
+    local mine, held, this, earlier = own_write(idh, wid, session)
     if mine then return lookup_reply(0, mine.rid, 0, 0, {}, {}, {}) end
     if held then return lookup_reply(0, BUSY, 0, 0, {}, {}, {}) end
     local key, field = sharded('x', digest)
@@ -577,7 +585,7 @@ local function check_add_exact(a)
         local g = r and group(r.gid)
         local head = g and g.canonical > 0 and record(g.canonical)
         if head and g.flags ~= CLOSED and not crashed(head, session) then
-            return lookup_reply(0, 0, 0, 0, {}, {candidate_reply(r, g, K, head)}, {})
+            return lookup_reply(0, 0, this, earlier, {}, {candidate_reply(r, g, K, head)}, {})
         end
         hset(key, field, '')
     end

@@ -495,11 +495,11 @@ class RedisIndex(Index):
         data = await self._write_data(record, banded=not record.whole.same)
         digest = digest[:16].ljust(16, b"\0")
         head, *_ = await self._batched("check_add_exact", digest, *self._record_args(record), *data)
-        _, added, _, _, stale, candidates = self._lookup_reply(head)
+        _, added, this, earlier, stale, candidates = self._lookup_reply(head)
         if added == _BUSY:
             return Exact(None, None, busy=True)
         await self._forget(stale)
-        return Exact(added or None, candidates[0] if candidates else None)
+        return Exact(added or None, candidates[0] if candidates else None, same_id=(this, earlier))
 
     async def remove(self, rid: int) -> bool:
         replies = await self._call("erase", rid)

@@ -384,7 +384,7 @@ class SQLiteIndex(Index):
                 if equal >= self.layout.min_equal and not self._crashed(row[5]):
                     candidates.append(self._candidate((*row, equal)))
             if candidates:
-                return Lookup(None, best_first(candidates), seq)
+                return Lookup(None, best_first(candidates), seq, self._same_id(record))
             same_id = self._same_id(record)
             rid = self._insert(record, sketch, digest=None)
             return Lookup(rid, [], seq, same_id)
@@ -526,10 +526,11 @@ class SQLiteIndex(Index):
                 return Exact(None, None, busy=True)
             row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
             if row is not None and row[2] != 0 and not self._crashed(row[5]):
-                return Exact(None, self._candidate((*row, self.layout.size)))
+                return Exact(None, self._candidate((*row, self.layout.size)), same_id=self._same_id(record))
             if row is not None:  # a crashed crawl's group, or one left without canonical: the text starts anew
                 db.execute("UPDATE records SET digest = NULL WHERE rid = ?", (row[0],))
-            return Exact(self._insert(record, b"", digest=digest), None)
+            same_id = self._same_id(record)
+            return Exact(self._insert(record, b"", digest=digest), None, same_id=same_id)
 
     def _confirm(self, rids: list[int]) -> None:
         with self._transaction() as db:
