@@ -329,7 +329,7 @@ def report(result: Run, baseline: Run | None) -> bool:
     unchecked = result.stats.get("simhash/unchecked", 0)
     print(f"    dropped: {result.dropped}, merge-log 'merged' records: {result.merged_records}; "
           f"unchecked: {unchecked}; index errors (retried): {result.stats.get('simhash/index_errors', 0)}; "
-          f"false positives: {result.stats.get('simhash/false_positives', 0)}; "
+          f"false positives: {result.stats.get('simhash/candidates_rejected', 0)}; "
           f"id collisions: {result.stats.get('simhash/id_collisions', 0)}")
     valid = not unchecked and result.dropped == result.merged_records
     if not valid:

@@ -265,9 +265,9 @@ async def requests_by_outcome(
     stats = pipeline.crawler.stats
     for item in items:
         admin.echo(ITEM_MARK)
-        rejected = stats.get_value("simhash/false_positives", 0)
+        rejected = stats.get_value("simhash/candidates_rejected", 0)
         outcome = await process(pipeline, item)
-        if outcome == "new" and stats.get_value("simhash/false_positives", 0) > rejected:
+        if outcome == "new" and stats.get_value("simhash/candidates_rejected", 0) > rejected:
             outcome = "new after rejected candidates"
         outcomes.append(outcome)
     admin.echo(END_MARK)

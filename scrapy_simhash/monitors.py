@@ -22,8 +22,12 @@ __all__ = [
     "LargestGroupMonitor",
     "MergeLogErrorsMonitor",
     "SimhashMonitorSuite",
+    "StoppedCrawlMonitor",
     "UncheckedItemsMonitor",
 ]
+
+#: The finish reasons with which the pipeline closes a crawl it cannot serve (pipelines.py).
+STOP_REASONS = ("simhash_index_error", "simhash_settings_error")
 
 # The monitors' limits, Spidermon-style settings (docs/monitoring.md); the group limit is the
 # pipeline's own SIMHASH_MAX_GROUP_WARN.
@@ -114,7 +118,24 @@ class MergeLogErrorsMonitor(_SimhashMonitor):
         )
 
 
+@monitors.name("SimHash stopped the crawl")
+class StoppedCrawlMonitor(_SimhashMonitor):
+    """The pipeline closed the spider: a setting it cannot use, or a permanent fault of the index or a log."""
+
+    @monitors.name("The crawl was not stopped by the SimHash pipeline")
+    def test_not_stopped(self) -> None:
+        reason = self.stats.get("finish_reason")
+        self.assertNotIn(
+            reason,
+            STOP_REASONS,
+            msg=f"the SimHash pipeline closed the spider ({reason}): its ERROR line names the setting, index or "
+            "log, and what to do (a corrupt index: restore it or scrapy simhash-reset; a newer schema: upgrade)",
+        )
+
+
 class SimhashMonitorSuite(MonitorSuite):
     """Every scrapy-simhash monitor; subclass it to add Spidermon actions (Slack, e-mail, ...)."""
 
-    monitors = [UncheckedItemsMonitor, LargestGroupMonitor, IndexErrorsMonitor, MergeLogErrorsMonitor]
+    monitors = [
+        UncheckedItemsMonitor, LargestGroupMonitor, IndexErrorsMonitor, MergeLogErrorsMonitor, StoppedCrawlMonitor,
+    ]

@@ -498,7 +498,7 @@ class SimhashPipeline:
     def _count(self, page: Page, placement: Placement) -> None:
         self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))
         if placement.rejected:
-            self._inc("simhash/false_positives", len(placement.rejected))
+            self._inc("simhash/candidates_rejected", len(placement.rejected))
             guarded = sum(verified.guarded for verified in placement.rejected)
             if guarded:
                 self._inc("simhash/boilerplate/guarded", guarded)
@@ -524,7 +524,7 @@ class SimhashPipeline:
             await self._undo_join(joined.rid, page.id)
             raise MergeNotLogged(f"the merge of {page.id} into {verified.details.canonical_id} could not be logged")
         if joined.banded:
-            self._inc("simhash/findable_members")
+            self._inc("simhash/duplicates_indexed")
         if joined.size > self._largest_group:
             self._largest_group = joined.size
             self.stats.max_value("simhash/largest_group", joined.size)

@@ -49,7 +49,7 @@ class Signer:
     def __init__(self, fingerprinter: Fingerprinter, layout: Layout, stats: StatsCollector | None = None) -> None:
         self.fingerprinter = fingerprinter
         self.layout = layout
-        self.stats = stats  # simhash/signed_together_max: the most texts one turn brought
+        self.stats = stats  # simhash/fingerprint_batch_max: the most texts one turn brought
         self._waiting: list[tuple[str, asyncio.Future[Signed]]] = []
 
     async def sign(self, text: str) -> Signed:
@@ -76,7 +76,7 @@ class Signer:
     def _sign_waiting(self) -> None:
         waiting, self._waiting = self._waiting, []
         if self.stats is not None:
-            self.stats.max_value("simhash/signed_together_max", len(waiting))
+            self.stats.max_value("simhash/fingerprint_batch_max", len(waiting))
         self._sign_batches(list(_batches(waiting, key=lambda one: one[0])), 0)
 
     def _sign_batches(self, batches: list[list[tuple[str, asyncio.Future[Signed]]]], at: int) -> None:

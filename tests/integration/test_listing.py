@@ -17,7 +17,7 @@ def test_a_listing_pages_items_are_fingerprinted_together_and_judged_each(tmp_pa
     reposts = [{"url": f"https://shop/re/{i}", "body_text": edited(listing["body_text"])}
                for i, listing in enumerate(listings)]
     stats, _ = crawl(tmp_path, listings[:20] + reposts[:10] + listings[20:], STREAM_ITEMS_PER_PAGE=40)
-    assert stats["simhash/signed_together_max"] == 40  # the first page's items, all in one batch
+    assert stats["simhash/fingerprint_batch_max"] == 40  # the first page's items, all in one batch
     assert stats["simhash/duplicates"] == 10 and stats["simhash/unique"] == 30
     kept = [json.loads(line)["url"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
     assert sorted(kept) == sorted(item["url"] for item in listings)

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connections are refused
-MONITORS = {"UncheckedItemsMonitor", "LargestGroupMonitor", "IndexErrorsMonitor", "MergeLogErrorsMonitor"}
+MONITORS = {
+    "UncheckedItemsMonitor", "LargestGroupMonitor", "IndexErrorsMonitor", "MergeLogErrorsMonitor",
+    "StoppedCrawlMonitor",
+}
 
 
 def text(topic: int) -> str:
@@ -126,3 +129,13 @@ async def test_an_unwritable_merge_log_fails_the_merge_log_monitor(tmp_path) -> 
     stats = await crawl(tmp_path, DISTINCT + COPIES[:1], SIMHASH_MERGE_LOG=f"{UNREACHABLE}?stream=merges")
     assert stats["simhash/merge_log_errors"] >= 1
     assert failed(stats) == {"MergeLogErrorsMonitor", "UncheckedItemsMonitor"}
+
+
+async def test_a_log_that_cannot_be_opened_fails_the_stopped_crawl_monitor(tmp_path) -> None:
+    (tmp_path / "blocker").write_text("a file where the log's directory should be")
+    stats = await crawl(tmp_path, DISTINCT, SIMHASH_MERGE_LOG=str(tmp_path / "blocker" / "merges.jsonl"))
+    assert stats["finish_reason"] == "simhash_index_error"
+    assert "StoppedCrawlMonitor" in failed(stats)
+    assert "the SimHash pipeline closed the spider (simhash_index_error)" in (
+        stats["test/monitor_error/StoppedCrawlMonitor"]
+    )

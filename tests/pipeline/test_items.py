@@ -119,7 +119,7 @@ async def test_a_huge_group_warns_once_and_stays_cheap(tmp_path, caplog):
     assert f"u0's group has more than 2 pages; {latest}" in warning
     assert "check SIMHASH_FIELDS" in warning and "raise SIMHASH_MAX_GROUP_WARN" in warning
     stats = simhash_stats(pipeline)
-    assert stats["simhash/largest_group"] == 6 and stats["simhash/findable_members"] == 0
+    assert stats["simhash/largest_group"] == 6 and stats["simhash/duplicates_indexed"] == 0
 
 
 async def test_fields_no_item_has_are_said_once_early(tmp_path, caplog):
