@@ -31,6 +31,7 @@ from scrapy_simhash.index import Index, Record, open_index
 from scrapy_simhash.jsonl import json_objects
 from scrapy_simhash.judge import place
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.progress import progress
 from scrapy_simhash.redis_url import sync_client
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def ground_truth(hash_sets: Sequence[np.ndarray], threshold: float) -> dict[tupl
     doc_starts = np.concatenate(([0], np.cumsum(sizes)))
 
     pairs: dict[tuple[int, int], float] = {}
-    for j, size in enumerate(sizes):
+    for j, size in enumerate(progress(sizes, "brute-force Jaccard, documents")):
         if not size:
             continue
         tokens = token_ids[doc_starts[j] : doc_starts[j + 1]]
@@ -225,7 +226,7 @@ async def run_pairs(
     lookups = 0
     started = time.perf_counter()
     async with fresh_index(configuration.layout, redis_url) as index:
-        for j, signature in enumerate(signatures):
+        for j, signature in enumerate(progress(signatures, f"{configuration.label}: pairs, documents")):
             if signature.fingerprint == 0:
                 continue
             record = Record(id=str(j), url="", fingerprint=signature.fingerprint, hashes=signature.hashes)
@@ -308,8 +309,9 @@ async def run_items(
     position = {doc: at for at, doc in enumerate(order)}
     flagged: set[int] = set()
     false_merges = canonicals = findable = 0
+    label = "corpus" if seed is None else f"shuffled (seed {seed})"
     async with fresh_index(configuration.layout, redis_url) as index:
-        for doc in order:
+        for doc in progress(order, f"{configuration.label}: decisions in {label} order, documents"):
             signature = signatures[doc]
             if signature.fingerprint == 0:
                 continue
@@ -329,7 +331,6 @@ async def run_items(
         if similarity >= threshold
         for later in ((j,) if position[i] < position[j] else (i,))
     }
-    label = "corpus" if seed is None else f"shuffled (seed {seed})"
     return ItemRun(
         configuration, label, threshold, flagged, false_merges, canonicals, findable, Scores.of(flagged, should)
     )

@@ -28,6 +28,7 @@ from scrapy_simhash.evaluate import (
 )
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.layout import Layout
+from scrapy_simhash.progress import progress
 from scrapy_simhash.settings import DEFAULTS, read
 
 logger = logging.getLogger(__name__)
@@ -111,7 +112,9 @@ class Command(ScrapyCommand):
             self._say_absent_fields(config.fields, keys)
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         started = time.perf_counter()
-        signatures = [fingerprinter.signature(document.text) for document in documents]
+        signatures = [
+            fingerprinter.signature(document.text) for document in progress(documents, "fingerprinting, documents")
+        ]
         truth = ground_truth([s.hashes for s in signatures], thresholds[0])
         print(
             f"{len(documents)} documents, fields {config.fields}, shingle width {config.shingle_width}, "

@@ -10,6 +10,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.mergelog import read_merge_log
+from scrapy_simhash.progress import progress
 from scrapy_simhash.reevaluate import format_flips, replay
 
 
@@ -34,7 +35,7 @@ class Command(ScrapyCommand):
             raise UsageError(f"--threshold must be between 0 and 1, got {opts.threshold}", print_help=False)
         reader = read_merge_log(args[0])
         try:
-            result = replay(reader, opts.threshold)
+            result = replay(progress(reader, "merge-log records"), opts.threshold)
         except (OSError, ValueError, redis.RedisError) as exc:
             raise UsageError(f"cannot read merge log {reader.store.where}: {exc}", print_help=False) from None
         print(format_flips(result, reader.skipped))

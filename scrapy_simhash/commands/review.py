@@ -37,6 +37,7 @@ from scrapy_simhash.review import (
     review_records,
     review_texts,
 )
+from scrapy_simhash.progress import progress
 from scrapy_simhash.settings import SimhashSettings, read
 
 FEED_FORMATS = ("json", "jsonlines", "jl")
@@ -118,7 +119,7 @@ class Command(ScrapyCommand):
         learned = any(record["rule"].get("boilerplate_version") for record in records)
         for feed in feeds:
             try:
-                pages, unreadable = feed_pages(read_feed(feed), config)
+                pages, unreadable = feed_pages(progress(read_feed(feed), f"items of {feed}"), config)
             except (OSError, json.JSONDecodeError) as exc:
                 raise UsageError(f"cannot read items {feed}: {exc}", print_help=False) from None
             if unreadable:
