@@ -634,6 +634,8 @@ class SimhashPipeline:
             jaccard=verified.jaccard,
             retention=page.retention,
             rule=rule,
+            canonical_first_seen=details.canonical_first_seen,
+            matched_first_seen=details.first_seen,
         )
 
     def _sampled_for_review(self, duplicate_id: str, similarity: float) -> bool:

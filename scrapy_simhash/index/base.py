@@ -96,7 +96,7 @@ class _KeptHashes:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._held: OrderedDict[bytes, tuple[Verification, tuple[str, str, str] | None]] = OrderedDict()
+        self._held: OrderedDict[bytes, tuple[Verification, tuple[str, str, str, float] | None]] = OrderedDict()
         self._size = 0
 
     def get(self, key: bytes) -> Verification | None:
@@ -106,8 +106,8 @@ class _KeptHashes:
         self._held.move_to_end(key)
         return held[0]
 
-    def page(self, key: bytes) -> tuple[Verification, str, str, str] | None:
-        """The verification data, id, URL and host of a record this crawl stored, if held."""
+    def page(self, key: bytes) -> tuple[Verification, str, str, str, float] | None:
+        """The verification data, id, URL, host and first-seen time of a record this crawl stored, if held."""
         held = self._held.get(key)
         if held is None or held[1] is None:
             return None
@@ -118,7 +118,7 @@ class _KeptHashes:
         """The data held of ``keys``, by key (those not held are absent)."""
         return {key: data for key in keys if (data := self.get(key)) is not None}
 
-    def put(self, key: bytes, data: Verification, page: tuple[str, str, str] | None = None) -> None:
+    def put(self, key: bytes, data: Verification, page: tuple[str, str, str, float] | None = None) -> None:
         size = _size(data)
         if key in self._held or size > self.budget:
             return
@@ -221,6 +221,8 @@ class Details(NamedTuple):
     canonical_id: str
     canonical_url: str
     whole: WholeText = SAME_TEXT
+    first_seen: float = 0.0  # Unix time; 0.0: unknown
+    canonical_first_seen: float = 0.0  # when the group's canonical was first seen: the content's first meeting
 
 
 class Lookup(NamedTuple):
@@ -354,7 +356,7 @@ class Index(ABC):
         URL and host for the rest of its page data."""
         if len(record.hashes) <= self.max_hashes:
             self._kept.put(record.write_id, Verification(record.hashes, record.whole),
-                           (record.id, record.url, record.host))
+                           (record.id, record.url, record.host, record.first_seen))
 
     def _check_identity(self, stored: dict[str, str], where: str) -> None:
         """Refuse an index of another schema, layout or fingerprint version: read with this one's

@@ -369,23 +369,27 @@ local function lookup_reply(seq, added, this, earlier, stale, candidates, rows)
     return rows
 end
 
--- A candidate's page data for verification, one string so that many parse in few steps: six
--- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url; '' when gone.
+-- A candidate's page data for verification, one string so that many parse in few steps: eight
+-- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url, first seen,
+-- canonical first seen; '' when gone.
 -- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED. HELD
 -- in place of a row: the caller holds all of it (its own record, and its group's canonical).
 local OMITTED, HELD = 4294967295, '-'
 
 local function detail_row(wid, head_wid, with_blob)
     local key = DATA .. wid
-    local f = with_blob and redis.call('HMGET', key, 'i', 'u', 'h', 's') or redis.call('HMGET', key, 'i', 'u', 'h')
+    local f = with_blob and redis.call('HMGET', key, 'i', 'u', 'h', 't', 's')
+        or redis.call('HMGET', key, 'i', 'u', 'h', 't')
     if not f[1] then return '' end
-    local blob, head_id, head_url = with_blob and f[4] or '', f[1], f[2]
+    local blob, seen = with_blob and f[5] or '', f[4] or ''
+    local head_id, head_url, head_seen = f[1], f[2], seen
     if head_wid ~= wid then
-        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, 'i', 'u') or {}
-        head_id, head_url = head[1] or '', head[2] or ''
+        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, 'i', 'u', 't') or {}
+        head_id, head_url, head_seen = head[1] or '', head[2] or '', head[3] or ''
     end
-    return pack('>I4I4I4I4I4I4', with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url)
-        .. blob .. f[1] .. f[2] .. f[3] .. head_id .. head_url
+    return pack('>I4I4I4I4I4I4I4I4', with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url,
+                #seen, #head_seen)
+        .. blob .. f[1] .. f[2] .. f[3] .. head_id .. head_url .. seen .. head_seen
 end
 
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest

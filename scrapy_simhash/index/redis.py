@@ -52,7 +52,7 @@ _EXPIRE_BATCH = 100
 _NO_DATA = ["", "", "", "", "", ""]
 _BUSY = -1  # BUSY in redis.lua
 _NEEDS_DATA = -2  # NEEDS_DATA in redis.lua
-_DETAILS_HEAD = struct.Struct(">6I")  # the six lengths heading a ``details`` row (redis.lua)
+_DETAILS_HEAD = struct.Struct(">8I")  # the eight lengths heading a ``details`` row (redis.lua)
 _OMITTED = 0xFFFFFFFF  # OMITTED in redis.lua: a row's blob left out, its hashes held
 _HELD_ROW = b"-"  # HELD in redis.lua: in place of a row, the caller holds all of its data
 _HELD = object()  # such a row, unpacked
@@ -104,6 +104,14 @@ def _lua_same_bytes(size: int, chunk: int = 48) -> str:
         lines += [f"        if b{i} == q[{start + i}] then same = same + 1 end" for i in range(1, width + 1)]
         lines.append("    end")
     return "\n".join([*lines, "    return same", "end", ""])
+
+
+def _time(value: bytes) -> float:
+    """A first-seen time as page data holds it (``repr`` of a float); 0.0 when absent."""
+    try:
+        return float(value) if value else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _text(value: str | bytes) -> str:
@@ -405,13 +413,15 @@ class RedisIndex(Index):
                 if details is not None:
                     out[key] = details
                 continue
-            blob, id_, url, host, head_id, head_url = row
+            blob, id_, url, host, head_id, head_url, seen, head_seen = row
             data = held.get(key) if blob is None else self._verification(blob, key)
             if data is None and blob is None:
                 continue
             hashes, whole = data if data is not None else (None, SAME_TEXT)
-            out[key] = Details(id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode(),
-                               whole)
+            out[key] = Details(
+                id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode(), whole,
+                _time(seen), _time(head_seen),
+            )
         return out
 
     def _held_details(self, candidate: Candidate) -> Details | None:
@@ -420,16 +430,16 @@ class RedisIndex(Index):
         page = self._kept.page(candidate.key)
         if page is None:
             return None
-        data, id_, url, host = page
-        head = (id_, url)  # the candidate is its group's canonical
+        data, id_, url, host, seen = page
+        head: tuple[str, str, float] = (id_, url, seen)  # the candidate is its group's canonical
         if not candidate.canonical_key:
-            head = ("", "")  # the group has no canonical record
+            head = ("", "", 0.0)  # the group has no canonical record
         elif candidate.canonical_key != candidate.key:
             canonical = self._kept.page(candidate.canonical_key)
             if canonical is None:
                 return None
-            head = (canonical[1], canonical[2])
-        return Details(id_, url, host, data.hashes, *head, data.whole)
+            head = (canonical[1], canonical[2], canonical[4])
+        return Details(id_, url, host, data.hashes, head[0], head[1], data.whole, seen, head[2])
 
     @staticmethod
     def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | object | None]:
@@ -460,18 +470,21 @@ class RedisIndex(Index):
         heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
         async with self.client.pipeline(transaction=False) as pipe:
             for c in candidates:
-                pipe.hmget(self._data_key(c.key), "i", "u", "h", *(() if c.key in held else ("s",)))
+                pipe.hmget(self._data_key(c.key), "i", "u", "h", "t", *(() if c.key in held else ("s",)))
             for key in heads:
-                pipe.hmget(self._data_key(key), "i", "u")
+                pipe.hmget(self._data_key(key), "i", "u", "t")
             replies = await pipe.execute()
         head_of = dict(zip(heads, replies[len(candidates) :]))
         rows: list[tuple[bytes | None, ...] | None] = []
-        for c, (id_, url, host, *blob) in zip(candidates, replies):
+        for c, (id_, url, host, seen, *blob) in zip(candidates, replies):
             if id_ is None:
                 rows.append(None)
                 continue
-            head = (id_, url) if c.canonical_key == c.key else head_of.get(c.canonical_key, (None, None))
-            rows.append(((blob[0] or b"") if blob else None, id_, url, host, head[0] or b"", head[1] or b""))
+            head = (id_, url, seen) if c.canonical_key == c.key else head_of.get(c.canonical_key, (None, None, None))
+            rows.append((
+                (blob[0] or b"") if blob else None, id_, url, host, head[0] or b"", head[1] or b"",
+                seen or b"", head[2] or b"",
+            ))
         return rows
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:

@@ -36,6 +36,7 @@ from scrapy_simhash.index.base import (
     best_first,
 )
 from scrapy_simhash.index.codec import to_signed, to_unsigned
+from scrapy_simhash.whole_text import SAME_TEXT
 
 __all__ = ["SQLiteIndex"]
 
@@ -215,10 +216,11 @@ class SQLiteIndex(Index):
         ]
 
     def _row_details(self, row: tuple, key: bytes) -> Details:
-        data = self._verification(row[3], key)
-        if data is None:
-            return Details(*row[:3], None, *row[4:])
-        return Details(*row[:3], data.hashes, *row[4:], data.whole)
+        """A ``_details`` row: id, url, host, blob, canonical id and url, first seen, canonical first seen."""
+        id_, url, host, blob, head_id, head_url, seen, head_seen = row
+        data = self._verification(blob, key)
+        hashes, whole = (None, SAME_TEXT) if data is None else data
+        return Details(id_, url, host, hashes, head_id, head_url, whole, seen, head_seen)
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
@@ -486,9 +488,11 @@ class SQLiteIndex(Index):
         db = self._connection()
         out: list[tuple | None] = []
         for rid, canonical in pairs:
-            row = db.execute("SELECT id, url, host, hashes FROM records WHERE rid = ?", (rid,)).fetchone()
-            head = db.execute("SELECT id, url FROM records WHERE rid = ?", (canonical,)).fetchone() or ("", "")
-            out.append(None if row is None else (*row, *head))
+            row = db.execute("SELECT id, url, host, hashes, first_seen FROM records WHERE rid = ?", (rid,)).fetchone()
+            head = db.execute(
+                "SELECT id, url, first_seen FROM records WHERE rid = ?", (canonical,)
+            ).fetchone() or ("", "", 0.0)
+            out.append(None if row is None else (*row[:4], head[0], head[1], row[4], head[2]))
         return out
 
     def _join(self, record: Record, sketch: bytes, matched: int, banded: bool) -> Joined:

@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "DECISIONS",
     "FIELDS",
+    "FIRST_SEEN_FIELDS",
     "FURNITURE_FIELD",
     "REMOVE",
     "WHOLE_FIELD",
@@ -46,9 +47,11 @@ FIELDS = (
     "decision",
     "canonical_id",
     "canonical_url",
+    "canonical_first_seen",
     "matched_id",
     "matched_url",
     "matched_fingerprint",
+    "matched_first_seen",
     "duplicate_id",
     "duplicate_url",
     "duplicate_fingerprint",
@@ -69,6 +72,9 @@ TEXT_FIELD = "duplicate_text"
 FURNITURE_FIELD = "duplicate_furniture"
 # True when the Jaccard is of the two pages' whole texts (two pages of one host the guard judged whole).
 WHOLE_FIELD = "whole_texts"
+# When the index first met the group's canonical (the content's first meeting) and the record matched:
+# ISO 8601 times, null when the index did not say (a record of an earlier version).
+FIRST_SEEN_FIELDS = ("canonical_first_seen", "matched_first_seen")
 
 
 @dataclass(frozen=True)
@@ -134,8 +140,12 @@ def merge_record(
     retention: str,
     rule: Rule,
     at: float | None = None,
+    canonical_first_seen: float | None = None,
+    matched_first_seen: float | None = None,
 ) -> dict[str, Any]:
-    """One record in the schema of :data:`FIELDS`; ``at`` (Unix time, default now) is when it was decided."""
+    """One record in the schema of :data:`FIELDS`; ``at`` (Unix time, default now) is when it was decided,
+    the first-seen times (Unix time; None or 0: unknown) when the index first met the group's
+    canonical and the record matched."""
     if decision not in DECISIONS:
         raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
     when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
@@ -144,9 +154,11 @@ def merge_record(
         "decision": decision,
         "canonical_id": canonical_id,
         "canonical_url": canonical_url,
+        "canonical_first_seen": _iso(canonical_first_seen),
         "matched_id": matched_id,
         "matched_url": matched_url,
         "matched_fingerprint": fingerprint_hex(matched_fingerprint),
+        "matched_first_seen": _iso(matched_first_seen),
         "duplicate_id": duplicate_id,
         "duplicate_url": duplicate_url,
         "duplicate_fingerprint": fingerprint_hex(duplicate_fingerprint),
@@ -155,6 +167,10 @@ def merge_record(
         "retention": retention,
         "rule": rule.as_dict(),
     }
+
+
+def _iso(at: float | None) -> str | None:
+    return datetime.fromtimestamp(at, timezone.utc).isoformat() if at else None
 
 
 def review_record(record: dict[str, Any], text: str, raw: str | None = None, whole: bool = False) -> dict[str, Any]:

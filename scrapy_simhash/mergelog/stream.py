@@ -23,7 +23,7 @@ import redis.exceptions
 from redis.crc import key_slot
 
 from scrapy_simhash.mergelog.base import LogRewrite, LogStore, MergeLog, MergeLogError, Tally
-from scrapy_simhash.mergelog.record import FURNITURE_FIELD, REMOVE, SIDES, WHOLE_FIELD, Edit
+from scrapy_simhash.mergelog.record import FIRST_SEEN_FIELDS, FURNITURE_FIELD, REMOVE, SIDES, WHOLE_FIELD, Edit
 from scrapy_simhash.redis_url import (
     EVICTION_FIX, OWN_OPTIONS, async_client, eviction, mask_url, split_options, sync_client,
 )
@@ -126,6 +126,9 @@ def from_stream_fields(fields: dict[bytes, bytes]) -> dict[str, Any]:
         record[name] = _TYPED[name](text) if name in _TYPED else text
     for side in record.get("erased") or ():
         for name in SIDES[side]:
+            record.setdefault(name, None)
+    if "decision" in record:  # a stream keeps no null field
+        for name in FIRST_SEEN_FIELDS:
             record.setdefault(name, None)
     return record
 

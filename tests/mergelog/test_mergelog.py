@@ -27,15 +27,16 @@ from merge_records import LAYOUT, RULE, record
 def test_record_schema() -> None:
     r = record()
     assert tuple(r) == FIELDS == (
-        "timestamp", "decision", "canonical_id", "canonical_url", "matched_id", "matched_url",
-        "matched_fingerprint", "duplicate_id", "duplicate_url", "duplicate_fingerprint", "distance", "jaccard",
-        "retention", "rule",
+        "timestamp", "decision", "canonical_id", "canonical_url", "canonical_first_seen", "matched_id",
+        "matched_url", "matched_fingerprint", "matched_first_seen", "duplicate_id", "duplicate_url",
+        "duplicate_fingerprint", "distance", "jaccard", "retention", "rule",
     )
     assert r["timestamp"] == "2026-12-03T16:15:11.410237+00:00"
     assert r["matched_fingerprint"] == "fedcba9876543210" and r["duplicate_fingerprint"] == "000000000000001f"
     assert r["rule"] == {"jaccard_threshold": 0.82, "layout": LAYOUT, "shingle_width": 4, "weighting": "frequency",
                          "fingerprint_version": 2, "boilerplate_version": 3}
     assert r["retention"] == "default" and r["distance"] == 3 and r["jaccard"] == 0.9
+    assert r["canonical_first_seen"] is None and r["matched_first_seen"] is None  # not given: unknown
     with pytest.raises(ValueError, match="decision"):
         record(decision="maybe")
 

@@ -230,7 +230,8 @@ async def test_learned_furniture_is_stored_and_the_next_crawl_uses_it_at_once(se
         await first.close_spider()
     second = await open_pipeline(settings)
     try:
-        assert not await asyncio.wait_for(feed(second, item("a.example", 0)), timeout=30)  # no warm-up: a copy
+        copy = {**item("a.example", 0), "url": "https://a.example/story/0/copy"}  # another URL: not seen before
+        assert not await asyncio.wait_for(feed(second, copy), timeout=30)  # no warm-up: a copy
         assert np.array_equal(await second.learner.furniture("a.example"), learned) and len(learned)
     finally:
         await second.close_spider()
