@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from urllib.parse import urlsplit
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -27,7 +28,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--spider", default="default", help="spider whose index to read (SIMHASH_KEY_PREFIX)")
+        parser.add_argument("--spider", help="spider whose index to read (each spider has its own)")
         parser.add_argument("-n", "--top", type=int, default=20, help="how many furniture lines to print")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -36,13 +37,19 @@ class Command(ScrapyCommand):
         host = args[0]
         assert self.settings is not None
         try:
-            config = read(self.settings, opts.spider)
+            config = read(self.settings, opts.spider or "default")
             stored = asyncio.run(self._load(config, host))
-        except (ValueError, IndexNotFound) as exc:
+        except ValueError as exc:
             raise UsageError(str(exc), print_help=False) from None
+        except IndexNotFound as exc:
+            hint = "" if opts.spider else "; name the crawl's spider with --spider NAME (each spider has its own index)"
+            raise UsageError(f"{exc}{hint}", print_help=False) from None
         where = mask_url(config.index_url)
+        if urlsplit(config.index_url).scheme != "sqlite":
+            where += f" (keys {config.key_prefix})"
         if stored is None:
-            print(f"{host}: no furniture in {where} (prefix {config.key_prefix})")
+            hint = "" if opts.spider else " (name the crawl's spider with --spider NAME)"
+            print(f"{host}: no furniture in {where}{hint}")
             return
         try:
             furniture = decode(stored)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -46,6 +47,12 @@ class Command(ScrapyCommand):
         except Exception as exc:  # the index unreachable or refusing: it still holds the page
             message = f"the erasure stopped ({type(exc).__name__}: {exc}); run it again"
             raise UsageError(message, print_help=False) from None
+        if not result.records and not any(rewrite.rewritten for rewrite in result.logs.values()):
+            print(f"{args[0]}: no record in index {mask_url(config.index_url)} and no log names it (spider "
+                  f"{opts.spider!r}): nothing erased. Is it the id or URL as the crawl stored it, and the crawl's "
+                  "--spider?", file=sys.stderr)
+            self.exitcode = 1
+            return
         print(f"index {mask_url(config.index_url)}: {len(result.records)} records erased")
         for record in result.records:
             note = f", {record.promoted} is its group's canonical now" if record.promoted else ""

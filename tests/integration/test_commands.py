@@ -3,6 +3,7 @@ of ``simhash-eval`` when a corpus gives it nothing to measure."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import subprocess
@@ -11,6 +12,7 @@ from importlib.metadata import entry_points
 
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.evaluate import Configuration, ItemRun, PairRow, Scores, format_item_runs, format_pair_rows
+from scrapy_simhash.index import open_index
 from scrapy_simhash.layout import Layout
 from scrapy_simhash.settings import DEFAULTS
 
@@ -141,3 +143,34 @@ def test_a_read_command_never_creates_an_index(tmp_path) -> None:
     erased = run("-m", "scrapy", "simhash-erase", "https://example.com/", "--spider", "nosuch", cwd=tmp_path)
     assert erased.returncode == 2 and "no index at" in erased.stderr
     assert not list(tmp_path.rglob("*.sqlite3"))
+
+
+def test_boilerplate_without_spider_suggests_it(tmp_path):
+    done = run("-m", "scrapy", "simhash-boilerplate", "example.org", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no index at" in done.stderr and "--spider NAME" in done.stderr
+
+
+def test_boilerplate_names_a_sqlite_index_without_a_redis_prefix(tmp_path):
+    index = tmp_path / "docs.sqlite3"
+    asyncio.run(_empty_index(f"sqlite:///{index}"))
+    done = run("-m", "scrapy", "simhash-boilerplate", "example.org", "--spider", "docs",
+               "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"example.org: no furniture in sqlite:///{index}"
+
+
+def test_erasing_an_unknown_page_says_so_and_fails(tmp_path):
+    index = tmp_path / "docs.sqlite3"
+    asyncio.run(_empty_index(f"sqlite:///{index}"))
+    done = run("-m", "scrapy", "simhash-erase", "https://nowhere.example/x", "--spider", "docs",
+               "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", "-s", f"SIMHASH_MERGE_LOG={tmp_path}/m.jsonl",
+               "-s", "SIMHASH_REVIEW_LOG=", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "https://nowhere.example/x: no record in index" in done.stderr and "nothing erased" in done.stderr
+
+
+async def _empty_index(url: str) -> None:
+    index = open_index(url, layout=layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"]))
+    await index.open()
+    await index.close()
