@@ -17,7 +17,7 @@ import lxml.etree
 import lxml.html
 from itemadapter import ItemAdapter
 
-from scrapy_simhash.fingerprint import tokens
+from scrapy_simhash.fingerprint import segments
 
 __all__ = ["BadFieldError", "Content", "exact_digest", "extract_text", "field_value", "host_of", "looks_like_html"]
 
@@ -154,5 +154,8 @@ def host_of(url: str) -> str:
 
 
 def exact_digest(text: str) -> bytes:
-    """Digest of the normalised token sequence: the key of the exact index for short texts."""
-    return hashlib.blake2b(" ".join(tokens(text)).encode("utf-8"), digest_size=16).digest()
+    """Digest of the text's distinct normalised segments (sentences and lines, each its tokens in
+    order), sorted: the key of the exact index for short texts, which a repost with its sentences or
+    lines in another order shares. A text of one segment: the digest of its token sequence."""
+    distinct = sorted({" ".join(tokens) for tokens in segments(text)})
+    return hashlib.blake2b("\n".join(distinct).encode("utf-8"), digest_size=16).digest()

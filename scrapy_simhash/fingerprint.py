@@ -11,6 +11,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from importlib import resources
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = [
     "jaccard",
     "jaccard_hashes",
     "segment_hashes",
+    "segments",
     "shingle_hash",
     "shingles",
     "simhash",
@@ -36,8 +38,9 @@ __all__ = [
 ]
 
 #: Bumped whenever any text's fingerprint or shingle hashes change; an index records the version its
-#: fingerprints were made with and refuses another. 2: invisible characters removed, look-alikes folded.
-FINGERPRINT_VERSION = 2
+#: fingerprints were made with and refuses another. 2: invisible characters removed, look-alikes folded;
+#: 3: shingles stay within a sentence or a line.
+FINGERPRINT_VERSION = 3
 
 WEIGHTINGS = ("frequency", "presence")
 
@@ -188,19 +191,70 @@ _ASCII_WORD = bytes(
 _ASCII_FLAG = bytes(min(byte, 1) for byte in range(256))
 
 
-def _tokenise(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+# Segment ends. Shingles stay within a segment, so a text whose sentences or blocks come in another
+# order has the same shingles. A line break ends a segment (html-text ends every block with one), as
+# do the paragraph separators and the ideographic full stop; a sentence end (NFKC makes the fullwidth
+# forms ASCII) ends one when no word character of a spaced script follows: "3.5", "a.b" and "?q=" do
+# not, "e.g. " does (both copies of a text cut alike). docs/how-it-works.md "Shingles" has the figures.
+_LINE_END, _SENTENCE_END = 2, 1
+_ALWAYS_ENDS = "\n\r\u2028\u2029\u3002"
+_SENTENCE_ENDS = ".!?\u061f\u0964\u0965"
+_ENDS = np.zeros(0x110000, dtype=np.uint8)
+_ENDS[[ord(char) for char in _SENTENCE_ENDS]] = _SENTENCE_END
+_ENDS[[ord(char) for char in _ALWAYS_ENDS]] = _LINE_END
+_ASCII_ENDS = _ENDS[:256].tobytes()
+
+
+class Tokenised(NamedTuple):
+    """A text as :func:`_tokenise` reads it."""
+
+    points: np.ndarray  # normalised code points (on the ASCII path, non-word characters zeroed)
+    starts: np.ndarray  # index of each token's first code point
+    word: np.ndarray  # which code points are word characters
+    zeroed: bool  # the ASCII path
+    ends: np.ndarray  # index of each code point that ends a segment, in order
+
+
+def _segment_ends(kinds: np.ndarray, glue: np.ndarray) -> np.ndarray:
+    """Where segments end, from each code point's kind of end (``_ENDS``) and whether it is a word
+    character of a spaced script (``glue``): a line end always, a sentence end unless such a
+    character follows it."""
+    ends = kinds.nonzero()[0]
+    if len(ends):
+        followed = glue.take(ends + 1, mode="clip") & (ends + 1 < len(glue))
+        ends = ends[(kinds.take(ends) == _LINE_END) | ~followed]
+    return ends
+
+
+def _segment_firsts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+    """Which tokens start a segment (the first one does), or None when the tokens are one segment."""
+    if not len(ends) or not len(starts):
+        return None
+    segment = np.searchsorted(ends, starts)  # segment ends before each token
+    if segment[0] == segment[-1]:
+        return None
+    firsts = np.empty(len(starts), dtype=bool)
+    firsts[0] = True
+    np.not_equal(segment[1:], segment[:-1], out=firsts[1:])
+    return firsts
+
+
+def _tokenise(text: str) -> Tokenised:
     """The code points of ``text`` as fingerprints read it, where its tokens start, which code points
-    are word characters, and whether the points of the others are 0 (the ASCII path, where callers
-    read line breaks from ``text`` itself: a text that holds default-ignorables never takes it).
+    are word characters, whether the points of the others are 0 (the ASCII path, where callers
+    read line breaks from ``text`` itself: a text that holds default-ignorables never takes it), and
+    where its segments end (:func:`_segment_ends`).
 
     Normalisation: default-ignorable code points removed, NFKC, lower case, look-alike letters
     folded. A token is a run of word characters, or a word character of an unsegmented script
     (class :data:`_SOLO`) alone.
     """
     if text.isascii():
-        points = text.encode("ascii").translate(_ASCII_WORD)
+        raw = text.encode("ascii")
+        points = raw.translate(_ASCII_WORD)
         word = np.frombuffer((b"\0" + points).translate(_ASCII_FLAG), dtype=bool)  # a non-word character first
-        return np.frombuffer(points, dtype=np.uint8), (word[1:] > word[:-1]).nonzero()[0], word[1:], True
+        ends = _segment_ends(np.frombuffer(raw.translate(_ASCII_ENDS), dtype=np.uint8), word[1:])
+        return Tokenised(np.frombuffer(points, dtype=np.uint8), (word[1:] > word[:-1]).nonzero()[0], word[1:], True, ends)
     return _tokenise_points(*_normalised(text))
 
 
@@ -254,9 +308,7 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     return points, classes, top
 
 
-def _tokenise_points(
-    points: np.ndarray, classes: np.ndarray, top: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:
     """:func:`_tokenise` of normalised code points, as :func:`_normalised` gives them."""
     word = np.empty(len(points) + 1, dtype=bool)
     word[0] = False
@@ -269,7 +321,9 @@ def _tokenise_points(
         starts = (word[1:] > continues[1:]).nonzero()[0]
     else:
         starts = (word[1:] > word[:-1]).nonzero()[0]
-    return _LOWER_FOLD.take(points), starts, word[1:], False
+        glue = word[1:]
+    ends = _segment_ends(_ENDS.take(points), glue)
+    return Tokenised(_LOWER_FOLD.take(points), starts, word[1:], False, ends)
 
 
 def _text(points: np.ndarray) -> str:
@@ -292,47 +346,85 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
-def _token_hashes(points: np.ndarray, starts: np.ndarray, word: np.ndarray, zeroed: bool) -> np.ndarray:
-    """fmix64 of each token's polynomial hash, in text order (arguments as :func:`_tokenise` gives).
+def _token_hashes(tokenised: Tokenised) -> np.ndarray:
+    """fmix64 of each token's polynomial hash, in text order.
 
     The terms ``cp * B**position`` of the word characters, summed per token (``add.reduceat`` from
     each start: the terms of non-word characters are 0), times ``B**-start``.
     """
+    points, starts = tokenised.points, tokenised.starts
     if not len(starts):
         return _NO_HASHES
     n = len(points)
     powers, inverses = _powers(n)
     terms = np.multiply(points, powers[:n])
-    if not zeroed:
-        terms *= word
+    if not tokenised.zeroed:
+        terms *= tokenised.word
     hashes = np.add.reduceat(terms, starts)
     hashes *= inverses.take(starts)
     return fmix64(hashes)
 
 
 def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
-    """One 64-bit hash per shingle: fmix64 of the ordered fold of its tokens' hashes,
-    ``sum(t[i + j] * _FOLD**(span - 1 - j))``, in one ``np.correlate`` (uint64 products and sums wrap
-    mod 2**64): on a short text, time goes by numpy call more than by element."""
+    """One 64-bit hash per shingle of tokens that are one segment: fmix64 of the ordered fold of its
+    tokens' hashes, ``sum(t[i + j] * _FOLD**(span - 1 - j))``, in one ``np.correlate`` (uint64
+    products and sums wrap mod 2**64): on a short text, time goes by numpy call more than by element."""
     n = len(token_hashes)
     if n == 0:
         return token_hashes
     return fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
 
 
+def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shingle hashes of tokens cut into segments (``firsts``: the tokens that start one), segment
+    after segment, and which tokens end a shingle: :func:`_shingle_hashes` of each segment, in one
+    correlation.
+
+    Each segment is preceded by ``width - 1`` zero hashes, which add nothing to a fold: a segment of
+    fewer tokens than ``width`` gets its one shingle from the window that ends at its last token.
+    """
+    n, pad = len(token_hashes), width - 1
+    if n == 0:
+        return _NO_HASHES, firsts
+    placed = np.cumsum(firsts)  # each token's segment, from 1
+    segments = int(placed[-1])
+    placed -= 1
+    placed *= pad
+    placed += np.arange(n)  # where its shingle's window starts: its place among the padded hashes, less pad
+    padded = np.zeros(n + pad * segments, dtype=np.uint64)
+    padded[placed + pad] = token_hashes
+    ending = np.ones(n, dtype=bool)  # the token pad places before it is in its segment, or it ends one
+    if pad:
+        ending[:pad] = False
+        np.equal(placed[pad:] - placed[:-pad], pad, out=ending[pad:])
+        ending[:-1] |= firsts[1:]
+        ending[-1] = True
+    windows = np.correlate(padded, _fold_weights(width))
+    return fmix64(windows[placed[ending]]), ending
+
+
+def _shinglings(tokenised: Tokenised, width: int) -> tuple[int, np.ndarray]:
+    """The token count of ``tokenised`` and its shingle hashes."""
+    token_hashes = _token_hashes(tokenised)
+    firsts = _segment_firsts(tokenised.starts, tokenised.ends)
+    if firsts is None:
+        return len(token_hashes), _shingle_hashes(token_hashes, width)
+    return len(token_hashes), _segment_shingle_hashes(token_hashes, firsts, width)[0]
+
+
 _LINE_BREAK = (np.array([10], dtype="<u4"), np.array([_NON_WORD], dtype=np.uint8))  # a point and its class
 
 
-def _tokenise_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Token hashes of all ``texts``, text after text, and each text's token count.
+def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
+    """All ``texts`` tokenised as one, text after text, and where each text's tokens start (and the
+    last ends).
 
-    The texts are tokenised as one, a line break between two (a non-word character: no token
-    crosses it). ASCII texts are joined as text. Others are normalised one by one and joined as
-    code points: NFKC returns a text that is already normalised as it is, and joined, every text
-    would pay for the one that is not.
+    A line break goes between two texts: no token crosses it, and it ends a segment. ASCII texts
+    are joined as text. Others are normalised one by one and joined as code points: NFKC returns a
+    text that is already normalised as it is, and joined, every text would pay for the one that is not.
     """
     if all(map(str.isascii, texts)):
-        points, starts, word, zeroed = _tokenise("\n".join(texts))
+        tokenised = _tokenise("\n".join(texts))
         lengths = list(map(len, texts))
     else:
         normalised = [_normalised(text) for text in texts]
@@ -340,34 +432,12 @@ def _tokenise_joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         parts = [part for points, classes, _ in normalised for part in ((points, classes), _LINE_BREAK)][:-1]
         points = np.concatenate([points for points, _ in parts])
         classes = np.concatenate([classes for _, classes in parts])
-        points, starts, word, zeroed = _tokenise_points(points, classes, max(top for _, _, top in normalised))
+        tokenised = _tokenise_points(points, classes, max(top for _, _, top in normalised))
     separators = (np.array(lengths[:-1], dtype=np.intp) + 1).cumsum() - 1
     bounds = np.zeros(len(texts) + 1, dtype=np.intp)
-    bounds[1:-1] = np.searchsorted(starts, separators)  # tokens before each separator
-    bounds[-1] = len(starts)
-    return _token_hashes(points, starts, word, zeroed), bounds[1:] - bounds[:-1]
-
-
-def _shingle_hashes_joined(token_hashes: np.ndarray, counts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shingle hashes of texts whose token hashes are joined (``counts`` tokens each), text after
-    text, and each text's shingle count: :func:`_shingle_hashes` of each text, in one correlation.
-
-    Each text is preceded by ``width - 1`` zero hashes, which add nothing to a fold: a text of fewer
-    tokens than ``width`` gets its one shingle from the window that ends at its last token. A width
-    past the longest text is that text's length (the same shingles, fewer zeros).
-    """
-    width = max(1, min(width, int(counts.max(initial=0))))
-    pad = width - 1
-    padded = np.zeros(len(token_hashes) + pad * len(counts), dtype=np.uint64)
-    padding = pad * np.arange(1, len(counts) + 1)
-    padded[np.arange(len(token_hashes)) + np.repeat(padding, counts)] = token_hashes
-    shingle_counts = np.where(counts >= width, counts - pad, np.minimum(counts, 1))
-    if not shingle_counts.any():
-        return _NO_HASHES, shingle_counts
-    windows = np.correlate(padded, _fold_weights(width))
-    last = counts.cumsum() + padding - pad - 1  # the window that ends at each text's last token
-    taken = np.arange(shingle_counts.sum()) + np.repeat(last - shingle_counts.cumsum() + 1, shingle_counts)
-    return fmix64(windows[taken]), shingle_counts
+    bounds[1:-1] = np.searchsorted(tokenised.starts, separators)  # tokens before each separator
+    bounds[-1] = len(tokenised.starts)
+    return tokenised, bounds
 
 
 @functools.lru_cache(maxsize=64)
@@ -387,21 +457,22 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     a line break. The hash is that of the line's :func:`tokens` in order, so two lines that differ
     only in case, spacing or punctuation hash alike; a line without tokens has hash 0 and count 0.
     """
-    points, starts, word, zeroed = _tokenise(text)
+    tokenised = _tokenise(text)
+    points, starts = tokenised.points, tokenised.starts
     line_count = text.count("\n") + 1  # normalisation keeps every "\n" and makes none
     hashes = np.zeros(line_count, dtype=np.uint64)
     counts = np.zeros(line_count, dtype=np.int64)
     if len(starts) == 0:
         return hashes, counts
     # The ASCII path zeroes non-word characters, so its line breaks are read from the text itself.
-    newlines = np.frombuffer(text.encode("ascii"), np.uint8) == 10 if zeroed else points == 10
+    newlines = np.frombuffer(text.encode("ascii"), np.uint8) == 10 if tokenised.zeroed else points == 10
     line_of = np.searchsorted(np.flatnonzero(newlines), starts)  # line breaks before each token
     first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
     lines = line_of[first]
     counts[lines] = np.diff(np.append(first, len(starts)))
     # Each token's hash mixed with its place in the line, summed per line: order counts.
     place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
-    mixed = _token_hashes(points, starts, word, zeroed)
+    mixed = _token_hashes(tokenised)
     mixed ^= place * _FOLD
     hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
     return hashes, counts
@@ -411,7 +482,11 @@ def tokens(text: str) -> list[str]:
     """Tokens of normalised ``text`` (:data:`DEFAULT_IGNORABLE_RANGES` removed, NFKC, lower case,
     look-alike letters folded): ``\\w+`` runs, except that every word character of an unsegmented
     script (:data:`UNSEGMENTED_RANGES`) is a token of its own."""
-    points, starts, word, _ = _tokenise(text)
+    return _token_strings(_tokenise(text))
+
+
+def _token_strings(tokenised: Tokenised) -> list[str]:
+    points, starts, word = tokenised.points, tokenised.starts, tokenised.word
     n = len(points)
     breaks = np.flatnonzero(~word)
     # A token ends at the next token's start or at the first non-word character after its start.
@@ -422,19 +497,35 @@ def tokens(text: str) -> list[str]:
 
 def token_count(text: str) -> int:
     """``len(tokens(text))`` without building the token strings (a word count for length rules)."""
-    return len(_tokenise(text)[1])
+    return len(_tokenise(text).starts)
+
+
+def segments(text: str) -> list[list[str]]:
+    """The :func:`tokens` of ``text`` by segment, segments without tokens left out: a line ends one,
+    and so does a sentence end (``.``, ``!``, ``?``, ``。`` and others) that no word character of a
+    spaced script follows."""
+    tokenised = _tokenise(text)
+    toks = _token_strings(tokenised)
+    firsts = _segment_firsts(tokenised.starts, tokenised.ends)
+    if firsts is None:
+        return [toks] if toks else []
+    cuts = np.flatnonzero(firsts).tolist() + [len(toks)]
+    return [toks[start:end] for start, end in zip(cuts, cuts[1:])]
 
 
 def shingles(text: str, width: int = 4) -> list[str]:
-    """Overlapping ``width``-grams of :func:`tokens`, space-joined.
+    """Overlapping ``width``-grams of the tokens of each of the text's :func:`segments`, space-joined.
 
-    A text shorter than ``width`` tokens is one shingle of all its tokens; empty text gives ``[]``.
+    A segment shorter than ``width`` tokens is one shingle of all its tokens; empty text gives ``[]``.
     """
     _check_width(width)
-    toks = tokens(text)
-    if len(toks) <= width:
-        return [" ".join(toks)] if toks else []
-    return [" ".join(toks[i : i + width]) for i in range(len(toks) - width + 1)]
+    found = []
+    for toks in segments(text):
+        if len(toks) <= width:
+            found.append(" ".join(toks))
+        else:
+            found.extend(" ".join(toks[i : i + width]) for i in range(len(toks) - width + 1))
+    return found
 
 
 def shingle_hash(shingle: str) -> int:
@@ -443,7 +534,7 @@ def shingle_hash(shingle: str) -> int:
     The shingle is re-tokenised, so the hash is the fold over all its tokens: exactly the value the
     text path computes for the same run of tokens.
     """
-    token_hashes = _token_hashes(*_tokenise(shingle))
+    token_hashes = _token_hashes(_tokenise(shingle))
     if len(token_hashes) == 0:
         raise ValueError(f"a shingle needs at least one token, got {shingle!r}")
     return int(_shingle_hashes(token_hashes, width=len(token_hashes))[0])
@@ -590,12 +681,11 @@ class Fingerprinter:
 
     def shingling(self, text: str) -> Shingling:
         """Tokenise ``text`` once: its token count (:func:`token_count`) and its shingle hashes."""
-        token_hashes = _token_hashes(*_tokenise(text))
-        return Shingling(len(token_hashes), _shingle_hashes(token_hashes, self.width))
+        return Shingling(*_shinglings(_tokenise(text), self.width))
 
     def shingle_hashes(self, text: str) -> np.ndarray:
-        """The 64-bit hash of every shingle of ``text``, in text order, repeats included."""
-        return _shingle_hashes(_token_hashes(*_tokenise(text)), self.width)
+        """The 64-bit hash of every shingle of ``text``, segment after segment, repeats included."""
+        return _shinglings(_tokenise(text), self.width)[1]
 
     def signature(self, text: str | Shingling, exclude: np.ndarray | None = None) -> Signature:
         """The fingerprint and verification hashes of ``text`` (or of its :meth:`shingling`), leaving out
@@ -616,8 +706,15 @@ class Fingerprinter:
             groups = [[i for i, flag in enumerate(is_ascii) if flag == wanted] for wanted in (True, False)]
             signed = {i: one for group in groups for i, one in zip(group, self.signatures([texts[i] for i in group]))}
             return [signed[i] for i in range(len(texts))]
-        token_hashes, words = _tokenise_joined(texts)
-        hashes, counts = _shingle_hashes_joined(token_hashes, words, self.width)
+        tokenised, bounds = _tokenise_joined(texts)
+        firsts = _segment_firsts(tokenised.starts, tokenised.ends)
+        if firsts is None:  # at most one text has tokens, one segment of them
+            firsts = np.zeros(len(tokenised.starts), dtype=bool)
+            firsts[:1] = True
+        hashes, ending = _segment_shingle_hashes(_token_hashes(tokenised), firsts, self.width)
+        ended = np.zeros(len(ending) + 1, dtype=np.intp)  # shingles ended before each token
+        np.cumsum(ending, out=ended[1:])
+        words, counts = bounds[1:] - bounds[:-1], ended[bounds[1:]] - ended[bounds[:-1]]
         if self.weighting == "presence":
             fingerprints = _votes(*_distinct_runs(hashes.copy(), counts))
         else:

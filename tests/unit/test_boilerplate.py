@@ -211,7 +211,7 @@ async def test_past_max_held_the_oldest_warmup_ends(settings) -> None:
     try:
         first = [asyncio.ensure_future(feed(pipeline, item("big.example", n))) for n in range(3)]
         await until(lambda: pipeline.learner.held == 3)
-        other = asyncio.ensure_future(feed(pipeline, item("small.example", 0)))
+        other = asyncio.ensure_future(feed(pipeline, item("small.example", 5)))
         assert all(await asyncio.wait_for(asyncio.gather(*first), timeout=30))
         assert pipeline.learner.held == 1 and not other.done()
         pipeline.learner.flush("test over")

@@ -135,3 +135,11 @@ def test_html_that_yields_no_text_is_reported_not_judged_on_the_other_fields() -
         extract_text(item, ["title", "body_text"])
     small = {"title": "Home", "body_text": "<div><img src='a.png'></div>"}  # an empty field, as it says
     assert extract_text(small, ["title", "body_text"]).text == "Home"
+
+
+def test_exact_digest_of_a_short_text_is_that_of_its_sentences_and_lines_in_any_order() -> None:
+    listing = "Two-bed flat by the park. Pets welcome! Viewings on weekday evenings.\nBalcony\nParking"
+    reordered = "Viewings on weekday evenings. Two-bed flat by the park.\nParking\nPets welcome!\nBalcony"
+    assert exact_digest(listing) == exact_digest(reordered)
+    assert exact_digest(listing) != exact_digest(listing.replace("Pets welcome!", "No pets."))
+    assert exact_digest("Flat by the park. Pets welcome.") != exact_digest("Flat by the. Park pets welcome.")

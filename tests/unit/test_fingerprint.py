@@ -15,6 +15,7 @@ from scrapy_simhash.fingerprint import (
     jaccard,
     jaccard_hashes,
     segment_hashes,
+    segments,
     shingle_hash,
     shingles,
     simhash,
@@ -225,3 +226,51 @@ def test_fewer_bits_are_the_low_bits_of_the_64_bit_fingerprint(bits: int) -> Non
 def test_invalid_arguments_raise_value_error(call) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+# --- segments: shingles stay within a sentence or a line --------------------------------------------
+
+LISTING = [
+    "Bright two-bedroom flat on the second floor of a quiet building near the park.",
+    "The kitchen was renewed in 2023 and comes with a dishwasher and a gas hob.",
+    "Both bedrooms face the garden, and the larger one has a fitted wardrobe.",
+    "Heating costs about 3.5 euros per square metre, e.g. 210 euros a month in winter.",
+    "Pets welcome!",
+    "Is the flat still free?",
+]
+
+
+def test_a_text_with_its_sentences_or_lines_reordered_has_the_same_shingles() -> None:
+    fingerprinter = Fingerprinter()
+    original = " ".join(LISTING)
+    for reordered in (" ".join(LISTING[::-1]), "\n".join(LISTING[3:] + LISTING[:3]), " ".join(LISTING[1:] + LISTING[:1])):
+        assert jaccard(original, reordered) == 1.0
+        assert fingerprinter.fingerprint(original) == fingerprinter.fingerprint(reordered)
+    assert jaccard(original, " ".join(LISTING[1:])) < 1.0
+
+
+def test_segments_end_at_lines_and_sentence_ends_but_not_inside_numbers_or_words() -> None:
+    assert segments("Heating 3.5 euros, e.g. in winter! See example.com?q=1 now. Yes") == [
+        ["heating", "3", "5", "euros", "e", "g"], ["in", "winter"], ["see", "example", "com", "q", "1", "now"], ["yes"]
+    ]
+    assert segments("first line\nsecond line\r\nthird\u2029fourth") == [
+        ["first", "line"], ["second", "line"], ["third"], ["fourth"]
+    ]
+    # Ideographic and fullwidth sentence ends; a full stop between ideographs ends a sentence too.
+    assert segments("很好的公寓。宠物欢迎！周末看房？价格3.5万.有阳台") == [
+        list("很好的公寓"), list("宠物欢迎"), list("周末看房"), ["价", "格", "3", "5", "万"], list("有阳台")
+    ]
+    assert segments("...!? \n\n") == []
+
+
+def test_a_segment_shorter_than_the_width_is_one_shingle_and_no_shingle_crosses_an_end() -> None:
+    assert shingles("Pets welcome. Viewings on weekday evenings only.", width=4) == [
+        "pets welcome", "viewings on weekday evenings", "on weekday evenings only"
+    ]
+    assert shingles("Balcony\nLift\nParking space", width=2) == ["balcony", "lift", "parking space"]
+
+
+def test_a_text_without_sentence_or_line_ends_is_shingled_across_all_its_tokens() -> None:
+    text = "bright flat near the park, heating included; pets welcome (ask first) - viewings on weekdays"
+    toks = tokens(text)
+    assert shingles(text) == [" ".join(toks[i : i + 4]) for i in range(len(toks) - 3)]

@@ -20,6 +20,7 @@ from scrapy_simhash.fingerprint import (
     Fingerprinter,
     hamming,
     jaccard_hashes,
+    segments,
     shingle_hash,
     shingles,
     simhash,
@@ -35,6 +36,8 @@ FMIX = (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
 SOLO = "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for _, first, last in UNSEGMENTED_RANGES)
 # A word char of an unsegmented script alone, else a run of the other word chars.
 REFERENCE_TOKEN = re.compile(rf"[^\W{SOLO}]+|\w")
+# A segment ends at a line end, or at a sentence end that no word char of a spaced script follows.
+REFERENCE_SEGMENT_END = re.compile(rf"[\n\r\u2028\u2029\u3002]|[.!?\u061f\u0964\u0965](?![^\W{SOLO}])")
 
 
 # The package's table of look-alike letters, applied with str.translate.
@@ -58,6 +61,12 @@ def reference_tokens(text: str) -> list[str]:
     return REFERENCE_TOKEN.findall(reference_normalise(text))
 
 
+def reference_segments(text: str) -> list[list[str]]:
+    """The tokens of each segment of the normalised text, segments without tokens left out."""
+    found = (REFERENCE_TOKEN.findall(part) for part in REFERENCE_SEGMENT_END.split(reference_normalise(text)))
+    return [toks for toks in found if toks]
+
+
 def fmix64(x: int) -> int:
     x ^= x >> 33
     x = x * FMIX[0] & MASK
@@ -78,10 +87,12 @@ def reference_shingle_hash(token_hashes: list[int]) -> int:
 
 
 def reference_simhash(text: str, width: int = 4, weighting: str = "frequency") -> int:
-    """Charikar's SimHash, one bit and one shingle at a time."""
-    hashes = list(map(reference_token_hash, reference_tokens(text)))
-    span = min(width, len(hashes))
-    counts = Counter(reference_shingle_hash(hashes[i : i + span]) for i in range(len(hashes) - span + 1))
+    """Charikar's SimHash, one bit and one shingle at a time; shingles stay within a segment."""
+    counts: Counter[int] = Counter()
+    for segment in reference_segments(text):
+        hashes = list(map(reference_token_hash, segment))
+        span = min(width, len(hashes))
+        counts.update(reference_shingle_hash(hashes[i : i + span]) for i in range(len(hashes) - span + 1))
     weights = {h: count if weighting == "frequency" else 1 for h, count in counts.items()}
     total = sum(weights.values())
     return sum(1 << bit for bit in range(64) if 2 * sum(w for h, w in weights.items() if h >> bit & 1) > total)
@@ -90,6 +101,7 @@ def reference_simhash(text: str, width: int = 4, weighting: str = "frequency") -
 WORDS = ["scrapy", "Spider", "item", "ÉTÉ", "ﬁle", "x_1", "42", "東京", "は", "ภาษาไทย", "한국어", "مرحبا", "ー々"]
 WORDS += ["\u0440\u0430\u0443", "ΑΘΗΝΑ", "ᄀ", "ᅡ"]  # Cyrillic and Greek look-alikes, conjoining Hangul jamo
 SEPARATORS = [" ", "", ", ", "。", "\n", "-", "\u00ad", "\u200b", "\u200d", "\u1160", "\ufe0f", "\U000e0041"]
+SEPARATORS += [". ", ".", "! ", "?", "\uff01", "\u2026 ", "\u0964 ", "\r\n", "\u2029"]  # sentence and line ends
 texts = st.one_of(
     st.text(max_size=200),
     st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), max_size=40).map(
@@ -146,11 +158,13 @@ def test_look_alike_table_is_a_fold_of_letters_that_keeps_the_token_classes() ->
 def test_tokens_equal_the_regular_expression(text: str) -> None:
     assert tokens(text) == reference_tokens(text)
     assert token_count(text) == len(reference_tokens(text))
+    assert segments(text) == reference_segments(text)
 
 
 def test_tokens_of_corpus_pages_equal_the_regular_expression(corpus: list[dict]) -> None:
     for doc in corpus[::20]:
         assert tokens(doc["body_text"]) == reference_tokens(doc["body_text"])
+        assert segments(doc["body_text"]) == reference_segments(doc["body_text"])
 
 
 def test_lone_surrogates_are_not_word_characters() -> None:
