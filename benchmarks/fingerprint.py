@@ -2,6 +2,7 @@
 then the distance a one-word edit causes on corpus paragraphs, against Charikar's expectation.
 
     python benchmarks/fingerprint.py [--corpus PATH] [--repeat 5] [--naive-every 10] [--edits 1000]
+    python benchmarks/fingerprint.py --against OTHER/scrapy_simhash/fingerprint.py [--rounds 40]
 
 Every figure is measured in this run on the same machine, so the printed ratios are what to compare
 (absolute MB/s move with the machine's load). MB are megabytes of UTF-8 text (title + body_text).
@@ -10,17 +11,23 @@ at spaces, each size against the floor on the same pieces, timed alternately in 
 at 1 KB also with the verification hashes and with the default layout's sketch, and signed as the
 pipeline signs them: the items of one turn of the event loop together (Signer.sign_all), N at a time;
 at 4 KB and whole pages, alone, as the signer cuts 16 of them, and 16 in one batch.
+
+``--against`` times this version against another fingerprint.py (a worktree of an earlier commit)
+instead, in this process on the same texts: each round times a batch with one and then the other
+(which goes first alternates), and the median of the rounds' ratios is printed per text size.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import platform
 import math
 import random
 import re
+import sys
 import time
 import unicodedata
 from collections import Counter
@@ -30,10 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming
-from scrapy_simhash.settings import DEFAULTS
-from scrapy_simhash.signer import Signer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from multisite import rendered  # noqa: E402 (a sibling script)
+
+from scrapy_simhash.calibration import layout_for  # noqa: E402
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming  # noqa: E402
+from scrapy_simhash.settings import DEFAULTS  # noqa: E402
+from scrapy_simhash.signer import Signer  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
@@ -108,6 +118,63 @@ def against_floor(
     )
 
 
+def load_other(path: Path) -> Any:
+    """The fingerprint module at ``path``, imported beside this one (its data files are this package's)."""
+    spec = importlib.util.spec_from_file_location("scrapy_simhash._fingerprint_other", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def against_other(label: str, ours: Callable[[Any], object], theirs: Callable[[Any], object], texts: list[str],
+                  rounds: int, batch: int = 128, together: int = 0) -> None:
+    """Throughput of ``ours`` over that of ``theirs`` on the same batches: the median of the rounds'
+    ratios (each round times both, in alternating order)."""
+    ratios = []
+    for number, start in enumerate(range(0, rounds * batch, batch)):
+        chunk = (texts[start % len(texts) :] + texts)[:batch]
+        groups = [chunk[i : i + together] for i in range(0, batch, together)] if together else chunk
+        if number % 2:
+            mine, other = seconds(ours, groups), seconds(theirs, groups)
+        else:
+            other, mine = seconds(theirs, groups), seconds(ours, groups)
+        ratios.append(other / mine)
+    size = sum(len(t.encode()) for t in texts) / len(texts)
+    print(f"  {label:<42} {len(texts):>5} texts of {size:>6,.0f} B: {np.median(ratios):.3f}x "
+          f"(quartiles {np.percentile(ratios, 25):.3f}-{np.percentile(ratios, 75):.3f})")
+
+
+def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int) -> None:
+    """This version's throughput over the other's, by text size and way of signing."""
+    other = load_other(other_path)
+    print(f"this version ({FINGERPRINT_VERSION}) against {other_path} ({other.FINGERPRINT_VERSION}): throughput "
+          f"ratio, median of {rounds} rounds (> 1: this one is faster)")
+    rng = random.Random(2)
+    ours, theirs = Fingerprinter(), other.Fingerprinter()
+    short = rng.sample(pieces(texts, 1_000), count)
+    medium = rng.sample(pieces(texts, 4_000), count)
+    pages = rng.sample(texts, len(texts))
+    # The corpus is rst, hard-wrapped: a line every 11 words. As html-text gives a page, a paragraph is a line.
+    web = ["\n\n".join(filter(None, map(rendered, re.split(r"\n\s*\n", text)))) for text in pages]
+    web_short = rng.sample(pieces(web, 1_000), count)
+    for label, sample in (("~1,000 characters", short), ("~4,000 characters", medium), ("whole pages", pages),
+                          ("~1,000 characters, a line a paragraph", web_short),
+                          ("whole pages, a line a paragraph", web)):
+        against_other(f"{label}, signature()", ours.signature, theirs.signature, sample, rounds)
+    against_other("~1,000 characters, one non-ASCII, signature()", ours.signature, theirs.signature,
+                  ["\u2019" + t for t in short], rounds)
+    for together in (16, 64):
+        against_other(f"~1,000 characters, {together} in one batch", ours.signatures, theirs.signatures, short,
+                      rounds, together=together)
+    against_other("whole pages, 16 in one batch", ours.signatures, theirs.signatures, pages, rounds, together=16)
+    against_other("~1,000 characters, a line a paragraph, 16 in one batch", ours.signatures, theirs.signatures,
+                  web_short, rounds, together=16)
+    against_other("whole pages, one non-ASCII, 16 in one batch", ours.signatures, theirs.signatures,
+                  ["\u2019" + t for t in pages], rounds, together=16)
+
+
 def digest(fingerprint: Callable[[str], int], texts: list[str]) -> str:
     return hashlib.sha256(b"".join(fingerprint(text).to_bytes(8, "little") for text in texts)).hexdigest()[:16]
 
@@ -157,11 +224,16 @@ def main() -> None:
     parser.add_argument("--pieces", type=int, default=3000, help="pieces of each short size timed (default 3000)")
     parser.add_argument("--naive-every", type=int, default=10, help="naive baseline on every Nth text (default 10)")
     parser.add_argument("--edits", type=int, default=1000, help="paragraphs for the one-word-edit figures")
+    parser.add_argument("--against", type=Path, help="another fingerprint.py to time this version against")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of --against (default 40)")
     args = parser.parse_args()
 
     with args.corpus.open(encoding="utf-8") as lines:
         docs = [json.loads(line) for line in lines]
     texts = [f"{doc['title']}\n{doc['body_text']}" for doc in docs]
+    if args.against:
+        compare_versions(args.against, texts, args.rounds, args.pieces)
+        return
     naive_sample = texts[:: args.naive_every]
     size = sum(len(t.encode()) for t in texts) / 1e6
     sample_size = sum(len(t.encode()) for t in naive_sample) / 1e6

@@ -60,6 +60,7 @@ _INLINE = [(re.compile(r":\w+:`([^`<]*?)\s*(<[^`>]*>)?`"), r"\1"), (re.compile(r
            (re.compile(r"`([^`<]*?)\s*(<[^`>]*>)?`_+"), r"\1"), (re.compile(r"\*\*?([^*]+)\*\*?"), r"\1")]
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _PROSE = re.compile(r"[A-Z][A-Za-z0-9 ,;:'()\-]+[.!?]")
+_NOT_PROSE = (" ", "\t", "..", "*", "-", "|", "+", ">>>", "$")
 
 
 def prose_sentences(rows: Iterable[dict]) -> list[str]:
@@ -71,8 +72,8 @@ def prose_sentences(rows: Iterable[dict]) -> list[str]:
     for row in newest.values():
         for block in re.split(r"\n\s*\n", row["body_text"]):
             lines = block.strip("\n").split("\n")
-            if lines[0].startswith((" ", "\t", "..", "*", "-", "|", "+", ">>>", "$")) or any(map(_UNDERLINE.match, lines)):
-                continue
+            if lines[0].startswith(_NOT_PROSE) or any(map(_UNDERLINE.match, lines)):
+                continue  # code, a list, a table, a directive or a heading
             text = rendered(block)
             for pattern, replacement in _INLINE:
                 text = pattern.sub(replacement, text)
@@ -229,7 +230,8 @@ def spider_class():
     return ListingsSpider
 
 
-def crawl(listings: list[Listing], workdir: Path, overrides: dict[str, Any]) -> tuple[list[tuple[str, str]], list[dict]]:
+def crawl(listings: list[Listing], workdir: Path, overrides: dict[str, Any]
+          ) -> tuple[list[tuple[str, str]], list[dict]]:
     """One crawl of ``listings`` with the add-on (SQLite index in ``workdir``): outcomes and merge-log records."""
     from scrapy.crawler import AsyncCrawlerRunner
     from scrapy.utils.defer import deferred_from_coro

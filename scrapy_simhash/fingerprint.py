@@ -202,7 +202,8 @@ _SENTENCE_ENDS = ".!?\u061f\u0964\u0965"
 _ENDS = np.zeros(0x110000, dtype=np.uint8)
 _ENDS[[ord(char) for char in _SENTENCE_ENDS]] = _SENTENCE_END
 _ENDS[[ord(char) for char in _ALWAYS_ENDS]] = _LINE_END
-_ASCII_ENDS = _ENDS[:256].tobytes()
+_IS_END = _ENDS != 0
+_ASCII_IS_END = _IS_END[:256].tobytes()
 
 
 class Tokenised(NamedTuple):
@@ -215,28 +216,23 @@ class Tokenised(NamedTuple):
     ends: np.ndarray  # index of each code point that ends a segment, in order
 
 
-def _segment_ends(kinds: np.ndarray, glue: np.ndarray) -> np.ndarray:
-    """Where segments end, from each code point's kind of end (``_ENDS``) and whether it is a word
-    character of a spaced script (``glue``): a line end always, a sentence end unless such a
-    character follows it."""
-    ends = kinds.nonzero()[0]
-    if len(ends):
-        followed = glue.take(ends + 1, mode="clip") & (ends + 1 < len(glue))
-        ends = ends[(kinds.take(ends) == _LINE_END) | ~followed]
-    return ends
+def _segment_ends(ends: np.ndarray, kinds: np.ndarray, glue: np.ndarray) -> np.ndarray:
+    """Which of the code points at ``ends``, of ``kinds`` (``_ENDS``), end a segment: a line end
+    always, a sentence end unless a word character of a spaced script follows (``glue``, one longer
+    than the text, False at the end)."""
+    return ends[kinds > glue.take(ends + 1)] if len(ends) else ends
 
 
 def _segment_firsts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
-    """Which tokens start a segment (the first one does), or None when the tokens are one segment."""
+    """The tokens, after the first, that start a segment (their indices, in order), or None when
+    all the tokens are one segment."""
     if not len(ends) or not len(starts):
         return None
-    segment = np.searchsorted(ends, starts)  # segment ends before each token
-    if segment[0] == segment[-1]:
-        return None
-    firsts = np.empty(len(starts), dtype=bool)
-    firsts[0] = True
-    np.not_equal(segment[1:], segment[:-1], out=firsts[1:])
-    return firsts
+    after = np.zeros(len(starts) + 1, dtype=bool)
+    after[np.searchsorted(starts, ends)] = True  # the first token after each end
+    after[0] = False
+    firsts = after[:-1].nonzero()[0]
+    return firsts if len(firsts) else None
 
 
 def _tokenise(text: str) -> Tokenised:
@@ -252,9 +248,11 @@ def _tokenise(text: str) -> Tokenised:
     if text.isascii():
         raw = text.encode("ascii")
         points = raw.translate(_ASCII_WORD)
-        word = np.frombuffer((b"\0" + points).translate(_ASCII_FLAG), dtype=bool)  # a non-word character first
-        ends = _segment_ends(np.frombuffer(raw.translate(_ASCII_ENDS), dtype=np.uint8), word[1:])
-        return Tokenised(np.frombuffer(points, dtype=np.uint8), (word[1:] > word[:-1]).nonzero()[0], word[1:], True, ends)
+        word = np.frombuffer((b"\0" + points + b"\0").translate(_ASCII_FLAG), dtype=bool)  # non-word around
+        ends = np.frombuffer(raw.translate(_ASCII_IS_END), dtype=bool).nonzero()[0]
+        ends = _segment_ends(ends, _ENDS.take(np.frombuffer(raw, dtype=np.uint8).take(ends)), word[1:])
+        starts = (word[1:-1] > word[:-2]).nonzero()[0]
+        return Tokenised(np.frombuffer(points, dtype=np.uint8), starts, word[1:-1], True, ends)
     return _tokenise_points(*_normalised(text))
 
 
@@ -310,20 +308,23 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:
     """:func:`_tokenise` of normalised code points, as :func:`_normalised` gives them."""
-    word = np.empty(len(points) + 1, dtype=bool)
-    word[0] = False
-    np.not_equal(classes, _NON_WORD, out=word[1:])
+    n = len(points)
+    word = np.empty(n + 2, dtype=bool)  # a non-word character around
+    word[0] = word[-1] = False
+    np.not_equal(classes, _NON_WORD, out=word[1:-1])
     if top == _SOLO:
-        glue = classes == _WORD
-        continues = np.empty(len(word), dtype=bool)  # continues[i + 1]: code point i continues a token
+        glue = np.zeros(n + 1, dtype=bool)  # glue[i]: code point i is a word character of a spaced script
+        np.equal(classes, _WORD, out=glue[:-1])
+        continues = np.empty(n + 1, dtype=bool)  # continues[i + 1]: code point i continues a token
         continues[:2] = False
-        np.logical_and(glue[1:], glue[:-1], out=continues[2:])
-        starts = (word[1:] > continues[1:]).nonzero()[0]
+        np.logical_and(glue[1:-1], glue[:-2], out=continues[2:])
+        starts = (word[1:-1] > continues[1:]).nonzero()[0]
     else:
-        starts = (word[1:] > word[:-1]).nonzero()[0]
         glue = word[1:]
-    ends = _segment_ends(_ENDS.take(points), glue)
-    return Tokenised(_LOWER_FOLD.take(points), starts, word[1:], False, ends)
+        starts = (word[1:-1] > word[:-2]).nonzero()[0]
+    ends = _IS_END.take(points).nonzero()[0]
+    ends = _segment_ends(ends, _ENDS.take(points.take(ends)), glue)
+    return Tokenised(_LOWER_FOLD.take(points), starts, word[1:-1], False, ends)
 
 
 def _text(points: np.ndarray) -> str:
@@ -346,20 +347,28 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
-def _token_hashes(tokenised: Tokenised) -> np.ndarray:
-    """fmix64 of each token's polynomial hash, in text order.
-
-    The terms ``cp * B**position`` of the word characters, summed per token (``add.reduceat`` from
-    each start: the terms of non-word characters are 0), times ``B**-start``.
-    """
-    points, starts = tokenised.points, tokenised.starts
-    if not len(starts):
-        return _NO_HASHES
+def _terms(tokenised: Tokenised) -> tuple[np.ndarray, np.ndarray]:
+    """The term ``cp * B**position`` of each code point (0 for a non-word character), and the powers
+    of ``B**-1`` by position."""
+    points = tokenised.points
     n = len(points)
     powers, inverses = _powers(n)
     terms = np.multiply(points, powers[:n])
     if not tokenised.zeroed:
         terms *= tokenised.word
+    return terms, inverses
+
+
+def _token_hashes(tokenised: Tokenised) -> np.ndarray:
+    """fmix64 of each token's polynomial hash, in text order.
+
+    The terms of the word characters, summed per token (``add.reduceat`` from each start: the
+    terms of non-word characters are 0), times ``B**-start``.
+    """
+    starts = tokenised.starts
+    if not len(starts):
+        return _NO_HASHES
+    terms, inverses = _terms(tokenised)
     hashes = np.add.reduceat(terms, starts)
     hashes *= inverses.take(starts)
     return fmix64(hashes)
@@ -376,38 +385,44 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
 
 
 def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shingle hashes of tokens cut into segments (``firsts``: the tokens that start one), segment
-    after segment, and which tokens end a shingle: :func:`_shingle_hashes` of each segment, in one
-    correlation.
+    """The shingle hashes of tokens cut into segments (``firsts``: the tokens after the first that
+    start one), in order, and which tokens a shingle ends at: :func:`_shingle_hashes` of each segment.
 
-    Each segment is preceded by ``width - 1`` zero hashes, which add nothing to a fold: a segment of
-    fewer tokens than ``width`` gets its one shingle from the window that ends at its last token.
+    The windows of the whole run are folded in one correlation and those that reach back past a
+    segment's first token left out; a segment shorter than ``width`` gets the fold of its tokens,
+    which ends at its last one.
     """
     n, pad = len(token_hashes), width - 1
     if n == 0:
-        return _NO_HASHES, firsts
-    placed = np.cumsum(firsts)  # each token's segment, from 1
-    segments = int(placed[-1])
-    placed -= 1
-    placed *= pad
-    placed += np.arange(n)  # where its shingle's window starts: its place among the padded hashes, less pad
-    padded = np.zeros(n + pad * segments, dtype=np.uint64)
-    padded[placed + pad] = token_hashes
-    ending = np.ones(n, dtype=bool)  # the token pad places before it is in its segment, or it ends one
-    if pad:
-        ending[:pad] = False
-        np.equal(placed[pad:] - placed[:-pad], pad, out=ending[pad:])
-        ending[:-1] |= firsts[1:]
-        ending[-1] = True
-    windows = np.correlate(padded, _fold_weights(width))
-    return fmix64(windows[placed[ending]]), ending
+        return _NO_HASHES, np.zeros(0, dtype=bool)
+    ending = np.zeros(n + pad, dtype=bool)
+    ending[pad:n] = True
+    for back in range(pad):
+        ending[firsts + back] = False
+    ending = ending[:n]
+    folded = np.empty(n, dtype=np.uint64)  # the fold of the shingle that ends at each token
+    if n > pad:
+        folded[pad:] = np.correlate(token_hashes, _fold_weights(width))
+    bounds = np.empty(len(firsts) + 2, dtype=np.intp)
+    bounds[0], bounds[1:-1], bounds[-1] = 0, firsts, n
+    lengths = bounds[1:] - bounds[:-1]
+    short = (lengths <= pad).nonzero()[0]
+    if len(short):
+        first, count = bounds.take(short), lengths.take(short)
+        fold = token_hashes.take(first)
+        for at in range(1, pad):
+            fold = np.where(count > at, fold * _FOLD + token_hashes.take(first + at, mode="clip"), fold)
+        last = first + count - 1
+        folded[last] = fold
+        ending[last] = True
+    return fmix64(folded[ending]), ending
 
 
 def _shinglings(tokenised: Tokenised, width: int) -> tuple[int, np.ndarray]:
     """The token count of ``tokenised`` and its shingle hashes."""
     token_hashes = _token_hashes(tokenised)
     firsts = _segment_firsts(tokenised.starts, tokenised.ends)
-    if firsts is None:
+    if firsts is None:  # one segment
         return len(token_hashes), _shingle_hashes(token_hashes, width)
     return len(token_hashes), _segment_shingle_hashes(token_hashes, firsts, width)[0]
 
@@ -509,7 +524,7 @@ def segments(text: str) -> list[list[str]]:
     firsts = _segment_firsts(tokenised.starts, tokenised.ends)
     if firsts is None:
         return [toks] if toks else []
-    cuts = np.flatnonzero(firsts).tolist() + [len(toks)]
+    cuts = [0, *firsts.tolist(), len(toks)]
     return [toks[start:end] for start, end in zip(cuts, cuts[1:])]
 
 
@@ -707,11 +722,11 @@ class Fingerprinter:
             signed = {i: one for group in groups for i, one in zip(group, self.signatures([texts[i] for i in group]))}
             return [signed[i] for i in range(len(texts))]
         tokenised, bounds = _tokenise_joined(texts)
+        token_hashes = _token_hashes(tokenised)
         firsts = _segment_firsts(tokenised.starts, tokenised.ends)
         if firsts is None:  # at most one text has tokens, one segment of them
-            firsts = np.zeros(len(tokenised.starts), dtype=bool)
-            firsts[:1] = True
-        hashes, ending = _segment_shingle_hashes(_token_hashes(tokenised), firsts, self.width)
+            firsts = np.zeros(0, dtype=np.intp)
+        hashes, ending = _segment_shingle_hashes(token_hashes, firsts, self.width)
         ended = np.zeros(len(ending) + 1, dtype=np.intp)  # shingles ended before each token
         np.cumsum(ending, out=ended[1:])
         words, counts = bounds[1:] - bounds[:-1], ended[bounds[1:]] - ended[bounds[:-1]]

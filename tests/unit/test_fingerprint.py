@@ -243,7 +243,8 @@ LISTING = [
 def test_a_text_with_its_sentences_or_lines_reordered_has_the_same_shingles() -> None:
     fingerprinter = Fingerprinter()
     original = " ".join(LISTING)
-    for reordered in (" ".join(LISTING[::-1]), "\n".join(LISTING[3:] + LISTING[:3]), " ".join(LISTING[1:] + LISTING[:1])):
+    reorders = (LISTING[::-1], LISTING[3:] + LISTING[:3], LISTING[1:] + LISTING[:1])
+    for reordered in (" ".join(reorders[0]), "\n".join(reorders[1]), " ".join(reorders[2])):
         assert jaccard(original, reordered) == 1.0
         assert fingerprinter.fingerprint(original) == fingerprinter.fingerprint(reordered)
     assert jaccard(original, " ".join(LISTING[1:])) < 1.0
