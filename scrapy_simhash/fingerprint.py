@@ -384,6 +384,14 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     return fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
 
 
+@functools.lru_cache(maxsize=64)
+def _offsets(count: int) -> np.ndarray:
+    """``0, 1, ..., count - 1``, kept (offsets within a window)."""
+    offsets = np.arange(count, dtype=np.intp)
+    offsets.flags.writeable = False
+    return offsets
+
+
 def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The shingle hashes of tokens cut into segments (``firsts``: the tokens after the first that
     start one), in order, and which tokens a shingle ends at: :func:`_shingle_hashes` of each segment.
@@ -397,23 +405,21 @@ def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width:
         return _NO_HASHES, np.zeros(0, dtype=bool)
     ending = np.zeros(n + pad, dtype=bool)
     ending[pad:n] = True
-    for back in range(pad):
-        ending[firsts + back] = False
+    ending[(firsts[:, None] + _offsets(pad)).ravel()] = False
     ending = ending[:n]
     folded = np.empty(n, dtype=np.uint64)  # the fold of the shingle that ends at each token
     if n > pad:
         folded[pad:] = np.correlate(token_hashes, _fold_weights(width))
     bounds = np.empty(len(firsts) + 2, dtype=np.intp)
     bounds[0], bounds[1:-1], bounds[-1] = 0, firsts, n
-    lengths = bounds[1:] - bounds[:-1]
-    short = (lengths <= pad).nonzero()[0]
+    short = (bounds[1:] - bounds[:-1] <= pad).nonzero()[0]
     if len(short):
-        first, count = bounds.take(short), lengths.take(short)
-        fold = token_hashes.take(first)
-        for at in range(1, pad):
-            fold = np.where(count > at, fold * _FOLD + token_hashes.take(first + at, mode="clip"), fold)
-        last = first + count - 1
-        folded[last] = fold
+        # Each short segment's tokens, after zeros up to the width, folded with the width's weights.
+        last = bounds.take(short + 1) - 1
+        window = last[:, None] - _offsets(width)[::-1]
+        tokens = token_hashes.take(window, mode="clip")
+        tokens *= window >= bounds.take(short)[:, None]
+        folded[last] = tokens @ _fold_weights(width)
         ending[last] = True
     return fmix64(folded[ending]), ending
 
