@@ -223,9 +223,11 @@ def test_one_shingling_gives_the_word_count_and_the_signature(text: str, width: 
 
 
 # Texts a batch must keep apart: line breaks at either end, a combining mark or a capital sigma at
-# an edge (NFKC and lower case look at their neighbours), invisible characters, over 255 shingles.
+# an edge (NFKC and lower case look at their neighbours), invisible characters, over 255 shingles,
+# sentence ends at an edge and short segments.
 EDGES = ["", "\n", "word\n", "\nword", "\u0301accent", "ΟΔΟΣ", "Σ\nσ", "soft\u00adhyphen", "東京タワー",
-         " ".join(["the same words"] * 100)]
+         " ".join(["the same words"] * 100), "ends here.", ".starts here", "one. two three! four? five six seven",
+         "。東京。", "3.5 a.b?q"]
 
 
 @settings(max_examples=60, deadline=None)
