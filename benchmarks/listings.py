@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multisite import _UNDERLINE, _release_key, rendered  # noqa: E402 (a sibling script)
+import multisite  # noqa: E402 (a sibling script)
+from multisite import _UNDERLINE, _release_key, rendered  # noqa: E402
 
 from scrapy_simhash.fingerprint import token_count  # noqa: E402
 
@@ -199,26 +200,11 @@ def _repost(original: Description, kind: str, pool: SentencePool, owner: int, rn
 
 def spider_class():
     import scrapy
-    from scrapy import signals
 
-    class ListingsSpider(scrapy.Spider):
-        """Yields each listing as the answer to a data: request, in the given order."""
+    class ListingsSpider(multisite.spider_class()):
+        """The multi-site benchmark's spider, each listing the answer to a data: request, in order."""
 
         name = "listings"
-
-        def __init__(self, listings: list[dict], outcomes: list[tuple[str, str]], **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.listings = listings
-            self.outcomes = outcomes  # (url, "kept" | "dropped") in the order the pipeline decided
-
-        @classmethod
-        def from_crawler(cls, crawler, *args: Any, **kwargs: Any):
-            spider = super().from_crawler(crawler, *args, **kwargs)
-            crawler.signals.connect(lambda item: spider.outcomes.append((item["url"], "kept")), signals.item_scraped,
-                                    weak=False)
-            crawler.signals.connect(lambda item: spider.outcomes.append((item["url"], "dropped")), signals.item_dropped,
-                                    weak=False)
-            return spider
 
         async def start(self):
             for n, listing in enumerate(self.listings):
@@ -259,8 +245,8 @@ def crawl(listings: list[Listing], workdir: Path, overrides: dict[str, Any]
     outcomes: list[tuple[str, str]] = []
     runner = AsyncCrawlerRunner(settings)
     failure: list[BaseException] = []
-    done = deferred_from_coro(runner.crawl(spider_class(), listings=[
-        {"url": listing.url, "description": listing.description} for listing in listings], outcomes=outcomes))
+    items = [{"url": listing.url, "description": listing.description} for listing in listings]
+    done = deferred_from_coro(runner.crawl(spider_class(), urls=[], outcomes=outcomes, listings=items))
     done.addErrback(lambda f: failure.append(f.value))
     done.addBoth(lambda _: reactor.stop())
     reactor.run()
