@@ -125,16 +125,18 @@ class SentencePool:
         self.holders: dict[int, set[int]] = defaultdict(set)  # descriptions that hold each sentence
 
     def draw(self, owner: int, taken: list[int], limit: int = 1) -> int:
-        """A sentence for description ``owner``, which holds ``taken``."""
+        """A sentence for description ``owner``, which holds ``taken``; late in a large run, when no
+        sentence keeps within ``limit``, within one more."""
         shared = Counter(holder for sentence in taken for holder in self.holders[sentence] if holder != owner)
-        for _ in range(len(self.sentences) * 2):
-            if not self.queue:
-                self.queue = self.rng.sample(range(len(self.sentences)), len(self.sentences))
-            candidate = self.queue.pop()
-            if candidate not in taken and all(shared[holder] < limit for holder in self.holders[candidate]):
-                self.holders[candidate].add(owner)
-                return candidate
-            self.queue.insert(0, candidate)
+        for allowed in (limit, limit + 1, limit + 2):
+            for _ in range(len(self.sentences)):
+                if not self.queue:
+                    self.queue = self.rng.sample(range(len(self.sentences)), len(self.sentences))
+                candidate = self.queue.pop()
+                if candidate not in taken and all(shared[holder] < allowed for holder in self.holders[candidate]):
+                    self.holders[candidate].add(owner)
+                    return candidate
+                self.queue.insert(0, candidate)
         raise ValueError("the sentence pool is too small for this many descriptions")
 
 
