@@ -195,7 +195,8 @@ _ASCII_FLAG = bytes(min(byte, 1) for byte in range(256))
 # order has the same shingles. A line break ends a segment (html-text ends every block with one), as
 # do the paragraph separators and the ideographic full stop; a sentence end (NFKC makes the fullwidth
 # forms ASCII) ends one when no word character of a spaced script follows: "3.5", "a.b" and "?q=" do
-# not, "e.g. " does (both copies of a text cut alike). docs/how-it-works.md "Shingles" has the figures.
+# not, "e.g. " does (both copies of a text cut alike). docs/how-it-works.md "Where shingles stop" has
+# the figures.
 _LINE_END, _SENTENCE_END = 2, 1
 _ALWAYS_ENDS = "\n\r\u2028\u2029\u3002"
 _SENTENCE_ENDS = ".!?\u061f\u0964\u0965"
@@ -417,9 +418,9 @@ def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width:
         # Each short segment's tokens, after zeros up to the width, folded with the width's weights.
         last = bounds.take(short + 1) - 1
         window = last[:, None] - _offsets(width)[::-1]
-        tokens = token_hashes.take(window, mode="clip")
-        tokens *= window >= bounds.take(short)[:, None]
-        folded[last] = tokens @ _fold_weights(width)
+        within = token_hashes.take(window, mode="clip")
+        within *= window >= bounds.take(short)[:, None]
+        folded[last] = within @ _fold_weights(width)
         ending[last] = True
     return fmix64(folded[ending]), ending
 
