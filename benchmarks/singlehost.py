@@ -69,7 +69,7 @@ from multisite import (  # noqa: E402 (the benchmarks directory is not a package
     spider_class,
 )
 
-ORDERS = ("by-site", "random-1", "random-2", "copies-first")
+ORDERS = ("by-site", "grouped", "random-1", "random-2", "copies-first")
 THRESHOLD = 0.82  # the pipeline's default SIMHASH_JACCARD_THRESHOLD
 SHINGLE = 4
 SITES = ("docs", "releases", "shop", "news")
@@ -137,8 +137,15 @@ class Prose:
     def paragraph(self) -> str:
         return self.paragraphs.pop()
 
-    def sentence(self) -> str:
-        return self.sentences.pop()
+    def sentence(self, max_words: int = 25) -> str:
+        for i in range(len(self.sentences) - 1, -1, -1):
+            if len(self.sentences[i].split()) <= max_words:
+                return self.sentences.pop(i)
+        raise ValueError(f"the corpus has too few sentences of at most {max_words} words for this plan")
+
+    def change(self, rng: random.Random) -> str:
+        """A line of a changelog: a short sentence and an issue number."""
+        return f"{self.sentence(14)} (issue {rng.randint(3000, 6999)})"
 
 
 # --- the sites ---------------------------------------------------------------------------------------
@@ -146,13 +153,15 @@ class Prose:
 
 @dataclass(frozen=True)
 class Source:
-    """What a page is built from: its key (page@release, advisory/branch, product, article) and its content."""
+    """What a page is built from: its key (page@release, advisory and version, product, article), the group
+    of sources that share content (a docs page, an advisory, a product family, a statement), its content."""
 
     key: str
+    group: str
     title: str
     blocks: tuple[tuple[str, str], ...]  # (tag, text)
     path: str
-    date: str
+    byline: str  # per-page furniture: the release a docs page is of, a date
 
 
 def template(site: str, titles: list[str]) -> tuple[list[tuple[bool, str, str]], list[tuple[bool, str, str]]]:
@@ -204,7 +213,7 @@ def docs_sources(rows: list[dict], plan: Plan) -> list[Source]:
             if blocks and blocks[0][0] == "h2":
                 blocks = blocks[1:]
             name = page.removeprefix("docs/").removesuffix(".rst")
-            sources.append(Source(f"{page}@{release}", row["title"], tuple(blocks),
+            sources.append(Source(f"{page}@{release}", page, row["title"], tuple(blocks),
                                   f"/en/{release}/{name}.html", f"Scrapy {release} documentation"))
     return sources
 
@@ -219,22 +228,22 @@ def release_sources(prose: Prose, plan: Plan, rng: random.Random) -> list[Source
     minor, patches, plain = 1, Counter[str](), 0
     for advisory in range(plan.advisories):
         advisory_text = [("p", prose.paragraph()) for _ in range(rng.randint(1, 3))]
-        backports = [prose.sentence() for _ in range(rng.randint(2, 6))]
+        backports = [prose.change(rng) for _ in range(rng.randint(2, 6))]
         for branch in [f"2.{minor}", f"2.{minor - 1}", "1.8"][: plan.branches]:
             patches[branch] += 1
             version = f"{branch}.{patches[branch]}"
-            fixes = backports if advisory % 2 else [s for s in backports if rng.random() < 0.6] + [prose.sentence()]
+            fixes = backports if advisory % 2 else [s for s in backports if rng.random() < 0.6] + [prose.change(rng)]
             blocks = [("h2", "Security bug fixes"), *advisory_text, ("h2", "Other changes"),
                       *(("li", fix) for fix in fixes), ("p", f"Upgrade: pip install scrapy=={version}")]
-            sources.append(Source(f"advisory {advisory} {version}", f"Scrapy {version}", tuple(blocks),
-                                  f"/releases/{version}.html", f"Released on {_date(rng)}"))
+            sources.append(Source(f"advisory {advisory} {version}", f"advisory {advisory}", f"Scrapy {version}",
+                                  tuple(blocks), f"/releases/{version}.html", f"Released on {_date(rng)}"))
         while plain < (advisory + 1) * plan.plain_releases / plan.advisories:
             plain, minor = plain + 1, minor + 1
             version = f"2.{minor}.0"
-            fixes = [("li", prose.sentence()) for _ in range(rng.randint(4, 8))]
+            fixes = [("li", prose.change(rng)) for _ in range(rng.randint(4, 8))]
             blocks = [("h2", "Highlights"), ("p", prose.paragraph()), ("h2", "Bug fixes"), *fixes,
                       ("p", f"Upgrade: pip install scrapy=={version}")]
-            sources.append(Source(f"release {version}", f"Scrapy {version}", tuple(blocks),
+            sources.append(Source(f"release {version}", f"release {version}", f"Scrapy {version}", tuple(blocks),
                                   f"/releases/{version}.html", f"Released on {_date(rng)}"))
     return sources
 
@@ -264,8 +273,9 @@ def shop_sources(prose: Prose, plan: Plan, rng: random.Random) -> list[Source]:
             review = [("p", f"Customer review: {prose.sentence()}")] if rng.random() < 0.5 else []
             variant_name = f"{name} {'ABCDEFGH'[variant]}"
             blocks = [("h2", "Description"), *description, ("h2", "Specifications"), *specs, *review]
-            sources.append(Source(f"product {family}/{variant}", variant_name, tuple(blocks),
-                                  f"/products/{_slug(variant_name)}.html", f"Product {family:03d}-{variant}"))
+            sources.append(Source(f"product {family}/{variant}", f"family {family}", variant_name, tuple(blocks),
+                                  f"/products/{_slug(variant_name)}.html",
+                                  f"Item {family:03d}-{variant} · listed {_date(rng)}"))
     return sources
 
 
@@ -279,7 +289,7 @@ def news_sources(prose: Prose, plan: Plan, rng: random.Random) -> list[Source]:
             at = rng.randint(1, len(paragraphs))
             blocks = [*paragraphs[:at], ("p", quoted), *paragraphs[at:]]
             title = prose.sentence().rstrip(".")
-            sources.append(Source(f"article {statement}/{article}", title, tuple(blocks),
+            sources.append(Source(f"article {statement}/{article}", f"statement {statement}", title, tuple(blocks),
                                   f"/{2022 + statement % 3}/{_slug(title)}.html", f"By staff · {_date(rng)}"))
     return sources
 
@@ -320,7 +330,7 @@ def _page(site: int, source_id: int, kind: str, path: str, source: Source, block
           head: list[tuple[bool, str, str]], tail: list[tuple[bool, str, str]]) -> Page:
     page = Page(site, path, source_id, kind)
     byline = [(True, "p", f"{SITES[site].capitalize()} › {source.title[:40]}"), (False, "h1", source.title),
-              (True, "p", source.date)]
+              (True, "p", source.byline)]
     page.blocks = head + byline + [(False, tag, text) for tag, text in blocks] + tail
     return page
 
@@ -338,6 +348,21 @@ def load_web(corpus: Path, plan: Plan = PLAN) -> tuple[list[list[Page]], list[So
             expected = [" ".join(text.split()) for _, _, text in page.blocks]
             assert [line for line in page.text.split("\n") if line.strip()] == expected, page.path
     return web, sources
+
+
+def order_of(web: list[list[Page]], sources: list[Source], name: str) -> list[Page]:
+    """The order the spider requests the pages in: multisite.py's orders, or ``grouped``: site by site,
+    the pages that share content together (a docs page at every release, then the next page), so that
+    a host's first pages are one group's."""
+    if name != "grouped":
+        return crawl_order(web, name)
+    ordered = []
+    for site in web:
+        first: dict[str, int] = {}
+        for n, page in enumerate(site):
+            first.setdefault(sources[page.article].group, n)
+        ordered += sorted(site, key=lambda page: first[sources[page.article].group])
+    return ordered
 
 
 # --- the independent shingling -----------------------------------------------------------------------
@@ -522,7 +547,7 @@ def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str]) 
             for learner in (True, False):
                 with tempfile.TemporaryDirectory() as tmp:
                     started = time.perf_counter()
-                    outcomes, stats, stripped = await crawl(crawl_order(web, name), Path(tmp), learner)
+                    outcomes, stats, stripped = await crawl(order_of(web, sources, name), Path(tmp), learner)
                     merges = list(read_merge_log(str(Path(tmp) / "merges.jsonl")))
                     report = score(web, sources, full, near, outcomes, merges, stripped)
                     report.update(order=name, learner=learner, seconds=time.perf_counter() - started,
@@ -554,9 +579,7 @@ def describe(web: list[list[Page]], sources: list[Source]) -> None:
     for site in web:
         for page in site:
             if page.kind == "original":
-                key = sources[page.article].key
-                family = key.split("@")[0] if "@" in key else " ".join(key.replace("/", " ").split()[:2])
-                groups[(page.site, family)].append(page)
+                groups[(page.site, sources[page.article].group)].append(page)
     print("  full-text Jaccard between distinct pages that share content (min / median / max, share >= 0.82):")
     for site, name in enumerate(SITES):
         values = [jaccard(shingles(a.text), shingles(b.text)) for (s, _), members in groups.items() if s == site
