@@ -289,8 +289,9 @@ def news_sources(prose: Prose, plan: Plan, rng: random.Random) -> list[Source]:
             at = rng.randint(1, len(paragraphs))
             blocks = [*paragraphs[:at], ("p", quoted), *paragraphs[at:]]
             title = prose.sentence().rstrip(".")
+            path = f"/{2022 + statement % 3}/{statement:03d}{article}-{_slug(title)}.html"
             sources.append(Source(f"article {statement}/{article}", f"statement {statement}", title, tuple(blocks),
-                                  f"/{2022 + statement % 3}/{_slug(title)}.html", f"By staff · {_date(rng)}"))
+                                  path, f"By staff · {_date(rng)}"))
     return sources
 
 
@@ -439,7 +440,8 @@ def recording_spider() -> type:
     return SinglehostSpider
 
 
-async def crawl(order: list[Page], workdir: Path, learner: bool) -> tuple[list[tuple[str, str]], dict, dict]:
+async def crawl(order: list[Page], workdir: Path, learner: bool, overrides: dict[str, str]
+                ) -> tuple[list[tuple[str, str]], dict, dict]:
     """One crawl of ``order`` with the add-on (SQLite index in ``workdir``): outcomes, stats, stripped texts."""
     from scrapy.crawler import AsyncCrawlerRunner
 
@@ -457,6 +459,7 @@ async def crawl(order: list[Page], workdir: Path, learner: bool) -> tuple[list[t
     }
     if not learner:
         settings["SIMHASH_BOILERPLATE"] = False
+    settings.update(overrides)
     runner = AsyncCrawlerRunner(settings)
     outcomes: list[tuple[str, str]] = []
     stripped: dict[str, str] = {}
@@ -470,13 +473,14 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
     """The figures of one crawl (JSON-ready)."""
     pages = {p.url: p for site in web for p in site}
     merged = {r["duplicate_url"]: r for r in merges if r["decision"] == "merged"}
-    false, across = [], []
+    false, across, gaps = [], [], []
     for url, record in merged.items():
         matched = record.get("matched_url") or record["canonical_url"]
         similarity = jaccard(full[url], full[matched])
         entry = {"duplicate": url, "matched": matched, "logged_jaccard": record["jaccard"], "full_jaccard": similarity,
                  "duplicate_source": sources[pages[url].article].key,
                  "matched_source": sources[pages[matched].article].key}
+        gaps.append(abs(record["jaccard"] - similarity))
         if similarity < THRESHOLD:
             false.append(entry)
         if pages[url].article != pages[matched].article:
@@ -513,6 +517,8 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
         "dropped": len(dropped),
         "never_judged": len(pages) - len(outcomes),
         "false_merges": false,
+        "merges": len(merged),
+        "logged_vs_full_gap": {"median": statistics.median(gaps) if gaps else 0.0, "max": max(gaps, default=0.0)},
         "across_sources": across,
         "near_duplicates": near_duplicates,
         "caught": caught,
@@ -524,7 +530,8 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
     }
 
 
-def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str]) -> list[dict[str, Any]]:
+def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str], learners: tuple[bool, ...],
+               overrides: dict[str, str]) -> list[dict[str, Any]]:
     """Every order crawled with the learner on, then off, in this process (one reactor), each with a fresh index."""
     from scrapy.utils.defer import deferred_from_coro
     from scrapy.utils.log import configure_logging
@@ -544,10 +551,10 @@ def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str]) 
 
     async def all_orders() -> None:
         for name in orders:
-            for learner in (True, False):
+            for learner in learners:
                 with tempfile.TemporaryDirectory() as tmp:
                     started = time.perf_counter()
-                    outcomes, stats, stripped = await crawl(order_of(web, sources, name), Path(tmp), learner)
+                    outcomes, stats, stripped = await crawl(order_of(web, sources, name), Path(tmp), learner, overrides)
                     merges = list(read_merge_log(str(Path(tmp) / "merges.jsonl")))
                     report = score(web, sources, full, near, outcomes, merges, stripped)
                     report.update(order=name, learner=learner, seconds=time.perf_counter() - started,
@@ -590,40 +597,59 @@ def describe(web: list[list[Page]], sources: list[Source]) -> None:
 
 
 def print_reports(reports: list[dict[str, Any]]) -> None:
-    print("\norder          learner  items  kept dropped  false merges  across sources (J<0.82)  near-dups"
-          "  item recall  copies dropped  empty   s")
+    print(f"\nFalse merge: full-text Jaccard (this script's 4-word shingles) to the matched record < {THRESHOLD};"
+          f" item recall: true near-duplicates (full-text J >= {THRESHOLD} to a page kept before) dropped;"
+          " across sources: merges of pages built from different sources (a page and another release),"
+          " of which false; copies: pages of a source after its first, dropped; |logged J - full-text J| of"
+          " the merges, median/max.")
+    print("order          learner  items  kept dropped  false merges  item recall          across sources"
+          "  copies dropped  empty  |logged-full|   s")
     for r in reports:
         across_false = sum(e["full_jaccard"] < THRESHOLD for e in r["across_sources"])
+        recall = f"{r['recall']:.3f} ({r['caught']}/{r['near_duplicates']})"
+        gap = r["logged_vs_full_gap"]
         print(f"{r['order']:14s} {'on' if r['learner'] else 'off':>7s}  {r['items']:5d} {r['kept']:5d}"
-              f" {r['dropped']:7d}  {len(r['false_merges']):12d}  {len(r['across_sources']):14d} ({across_false:3d})"
-              f"  {r['near_duplicates']:9d}  {r['recall']:11.3f}  {r['copies_dropped']:6d}/{r['copies']:<6d}"
-              f"  {r['empty_content']:5d} {r['seconds']:4.0f}")
-    print("\nper site, learner on: false merges; removed words that are template (titles aside);"
-          " template words removed")
+              f" {r['dropped']:7d}  {len(r['false_merges']):12d}  {recall:19s} {len(r['across_sources']):5d}"
+              f" ({across_false:3d} false)  {r['copies_dropped']:6d}/{r['copies']:<6d}  {r['empty_content']:5d}"
+              f"  {gap['median']:.2f}/{gap['max']:.2f}  {r['seconds']:4.0f}")
+    print("\nper site: false merges, learner on (off); with the learner on, removed words that are template"
+          " (titles aside) / template words removed")
     for r in reports:
         if r["learner"]:
-            cells = "  ".join(f"{s['site']} {s['false_merges']} {s['template_share_of_removed']:.2f}"
-                              f" ({s['template_share_of_removed_titles_aside']:.2f}) {s['template_removed']:.2f}"
+            off = {s["site"]: s["false_merges"] for o in reports if o["order"] == r["order"] and not o["learner"]
+                   for s in o["sites"]}
+            cells = "  ".join(f"{s['site']} {s['false_merges']} ({off.get(s['site'], '-')})"
+                              f" {s['template_share_of_removed']:.2f}"
+                              f" ({s['template_share_of_removed_titles_aside']:.2f}) / {s['template_removed']:.2f}"
                               for s in r["sites"])
             print(f"  {r['order']:14s} {cells}")
     for r in reports:
-        for e in r["false_merges"][:3]:
-            print(f"  FALSE MERGE ({r['order']}, learner {'on' if r['learner'] else 'off'}): {e['duplicate_source']}"
-                  f" -> {e['matched_source']}, logged J {e['logged_jaccard']:.2f}, full-text J {e['full_jaccard']:.2f}")
+        shown: set[str] = set()
+        for e in r["false_merges"]:
+            kind = e["duplicate_source"].split()[0]
+            if kind not in shown:
+                shown.add(kind)
+                print(f"  FALSE MERGE ({r['order']}, learner {'on' if r['learner'] else 'off'}):"
+                      f" {e['duplicate_source']} -> {e['matched_source']}, logged J {e['logged_jaccard']:.2f},"
+                      f" full-text J {e['full_jaccard']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--orders", default=",".join(ORDERS))
-    parser.add_argument("--small", action="store_true", help="the test's web: about 90 pages")
+    parser.add_argument("--small", action="store_true", help="the test's web: 70 pages")
+    parser.add_argument("--learner", choices=("both", "on", "off"), default="both")
     parser.add_argument("--json", type=Path, help="also write the figures of every crawl to this file")
+    parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every crawl (SIMHASH_BOILERPLATE_SAMPLE_PAGES=10)")
     args = parser.parse_args(argv)
     web, sources = load_web(args.corpus, SMALL_PLAN if args.small else PLAN)
     describe(web, sources)
     orders = args.orders.split(",")
     with serve(web):
-        reports = run_crawls(web, sources, orders)
+        learners = {"both": (True, False), "on": (True,), "off": (False,)}[args.learner]
+        reports = run_crawls(web, sources, orders, learners, dict(pair.split("=", 1) for pair in args.settings))
     print_reports(reports)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=1))
