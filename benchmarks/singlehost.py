@@ -1,6 +1,7 @@
 """Single-host crawl: sites whose distinct pages legitimately share content, each in one template.
 
-    python benchmarks/singlehost.py [--corpus PATH] [--orders by-site,random-1,...] [--small] [--json OUT]
+    python benchmarks/singlehost.py [--corpus PATH] [--orders by-site,grouped,...] [--learner both|on|off]
+                                    [-s NAME=VALUE] [--small] [--json OUT]
 
 Four sites, each one host with one template (header, navigation, sidebar, byline, footer), built
 from real text (the shared Scrapy-docs corpus: a page at several releases, and its paragraphs as
@@ -18,8 +19,12 @@ Every site also has the same page under a second URL (``alias``), recrawls with 
 The sites are served on loopback (one address each, multisite.py's servers) and crawled by
 multisite.py's Scrapy spider (``html_text.extract_text(response.css("body").get())`` as
 ``body_text``) with ``ADDONS = {"scrapy_simhash.Addon": 0}`` (learner on) and with
-``SIMHASH_BOILERPLATE=False`` as well (learner off), in several orders, each crawl with a fresh
-SQLite index.
+``SIMHASH_BOILERPLATE=False`` as well (learner off), each crawl with a fresh SQLite index, in
+several orders: ``by-site`` (each site as generated: the newest release's docs first, then the
+older releases; each advisory's notes together; each family's variants together), ``grouped`` (the
+pages sharing content together, a docs page at every release in turn: a host's first pages are one
+group's), ``random-N`` (shuffled with seed N) and ``copies-first`` (the second URLs, recrawls and
+republications before the originals).
 
 Scored with a shingling of this script's own (lower-cased ``\\w+`` words, 4-word shingles, over the
 whole extracted text), not the package's: a merge is **false** when the dropped page's full-text

@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDERS = ["by-site", "random-1", "random-2", "copies-first"]
+ORDERS = ["by-site", "grouped", "random-1", "random-2", "copies-first"]
 
 
 @pytest.fixture(scope="module")
