@@ -41,7 +41,7 @@ import threading
 import time
 import tracemalloc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -694,15 +694,9 @@ def recording_pipeline(recorder: Recorder) -> type:
     return RecordingPipeline
 
 
-async def crawl(order: list[Page], workdir: Path, overrides: dict[str, Any]
-                ) -> tuple[list[tuple[str, str]], dict, Recorder]:
-    """One crawl of ``order`` through the pipeline (SQLite index in ``workdir``): outcomes, stats, the recorder."""
-    from scrapy.crawler import AsyncCrawlerRunner
-
-    recorder = Recorder()
-    settings = {
-        "ITEM_PIPELINES": {recording_pipeline(recorder): 300},
-        "SIMHASH_BOILERPLATE": True,
+def crawl_settings(workdir: Path) -> dict[str, Any]:
+    """What a benchmark crawl sets: a SQLite index and a merge log in ``workdir``, 16 requests a host, quiet logs."""
+    return {
         "SIMHASH_INDEX_URL": f"sqlite:///{workdir}/index.sqlite3",
         "SIMHASH_MERGE_LOG": str(workdir / "merges.jsonl"),
         "SIMHASH_REVIEW_LOG": "",
@@ -712,6 +706,19 @@ async def crawl(order: list[Page], workdir: Path, overrides: dict[str, Any]
         "TELNETCONSOLE_ENABLED": False,
         "LOG_LEVEL": "WARNING",
         "DEFAULT_DROPITEM_LOG_LEVEL": "DEBUG",
+    }
+
+
+async def crawl(order: list[Page], workdir: Path, overrides: dict[str, Any]
+                ) -> tuple[list[tuple[str, str]], dict, Recorder]:
+    """One crawl of ``order`` through the pipeline (SQLite index in ``workdir``): outcomes, stats, the recorder."""
+    from scrapy.crawler import AsyncCrawlerRunner
+
+    recorder = Recorder()
+    settings = {
+        "ITEM_PIPELINES": {recording_pipeline(recorder): 300},
+        "SIMHASH_BOILERPLATE": True,
+        **crawl_settings(workdir),
         **overrides,
     }
     runner = AsyncCrawlerRunner(settings)
@@ -816,16 +823,8 @@ def print_report(report: dict[str, Any]) -> None:
 
 def run_crawls(web: list[list[Page]], orders: list[str], overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """Every order crawled in turn in this process (one reactor), each with a fresh index."""
-    from scrapy.utils.defer import deferred_from_coro
-    from scrapy.utils.log import configure_logging
-    from scrapy.utils.reactor import install_reactor
-
     from scrapy_simhash.mergelog import read_merge_log
 
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-    from twisted.internet import reactor
-
-    configure_logging({"LOG_LEVEL": "WARNING"})
     reports: list[dict[str, Any]] = []
 
     async def all_orders() -> None:
@@ -837,14 +836,27 @@ def run_crawls(web: list[list[Page]], orders: list[str], overrides: dict[str, An
                 furniture = {site: await recorder.learner.furniture(SITE_HOSTS[site]) for site in range(len(web))}
                 reports.append(crawl_report(web, name, outcomes, merges, stats, recorder, furniture))
 
+    run_in_reactor(all_orders)
+    return reports
+
+
+def run_in_reactor(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``main()`` in this process's asyncio Twisted reactor until it ends; raise what it raised."""
+    from scrapy.utils.defer import deferred_from_coro
+    from scrapy.utils.log import configure_logging
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from twisted.internet import reactor
+
+    configure_logging({"LOG_LEVEL": "WARNING"})
     failure: list[BaseException] = []
-    done = deferred_from_coro(all_orders())
+    done = deferred_from_coro(main())
     done.addErrback(lambda f: failure.append(f.value))
     done.addBoth(lambda _: reactor.stop())
     reactor.run()
     if failure:
         raise failure[0]
-    return reports
 
 
 def load_web(corpus: Path, plan: tuple[tuple[int, ...], ...] = PLAN) -> list[list[Page]]:

@@ -45,7 +45,6 @@ import math
 import random
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -57,8 +56,7 @@ from typing import Any
 import html_text
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multisite import (  # noqa: E402 (the benchmarks directory is not a package)
+from multisite import (  # benchmarks/multisite.py
     _UNDERLINE,
     DEFAULT_CORPUS,
     MONTHS,
@@ -67,9 +65,11 @@ from multisite import (  # noqa: E402 (the benchmarks directory is not a package
     _release_key,
     _slug,
     crawl_order,
+    crawl_settings,
     edit_one_word,
     furniture_table,
     rendered,
+    run_in_reactor,
     serve,
     spider_class,
 )
@@ -450,18 +450,7 @@ async def crawl(order: list[Page], workdir: Path, learner: bool, overrides: dict
     """One crawl of ``order`` with the add-on (SQLite index in ``workdir``): outcomes, stats, stripped texts."""
     from scrapy.crawler import AsyncCrawlerRunner
 
-    settings: dict[str, Any] = {
-        "ADDONS": {"scrapy_simhash.Addon": 0},
-        "SIMHASH_INDEX_URL": f"sqlite:///{workdir}/index.sqlite3",
-        "SIMHASH_MERGE_LOG": str(workdir / "merges.jsonl"),
-        "SIMHASH_REVIEW_LOG": "",
-        "CONCURRENT_REQUESTS": 16,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 16,
-        "ROBOTSTXT_OBEY": False,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": "WARNING",
-        "DEFAULT_DROPITEM_LOG_LEVEL": "DEBUG",
-    }
+    settings: dict[str, Any] = {"ADDONS": {"scrapy_simhash.Addon": 0}, **crawl_settings(workdir)}
     if not learner:
         settings["SIMHASH_BOILERPLATE"] = False
     settings.update(overrides)
@@ -538,16 +527,8 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
 def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str], learners: tuple[bool, ...],
                overrides: dict[str, str]) -> list[dict[str, Any]]:
     """Every order crawled with the learner on, then off, in this process (one reactor), each with a fresh index."""
-    from scrapy.utils.defer import deferred_from_coro
-    from scrapy.utils.log import configure_logging
-    from scrapy.utils.reactor import install_reactor
-
     from scrapy_simhash.mergelog import read_merge_log
 
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-    from twisted.internet import reactor
-
-    configure_logging({"LOG_LEVEL": "WARNING"})
     full = {p.url: shingles(p.text) for site in web for p in site}
     near = near_pairs(full)
     for url in full:
@@ -568,13 +549,7 @@ def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str], 
                     print(f"  crawled {name}, learner {'on' if learner else 'off'}: {len(report['false_merges'])}"
                           f" false merges, item recall {report['recall']:.3f} ({report['seconds']:.0f} s)", flush=True)
 
-    failure: list[BaseException] = []
-    done = deferred_from_coro(all_orders())
-    done.addErrback(lambda f: failure.append(f.value))
-    done.addBoth(lambda _: reactor.stop())
-    reactor.run()
-    if failure:
-        raise failure[0]
+    run_in_reactor(all_orders)
     return reports
 
 
