@@ -544,7 +544,10 @@ def run_crawls(web: list[list[Page]], sources: list[Source], orders: list[str], 
                     merges = list(read_merge_log(str(Path(tmp) / "merges.jsonl")))
                     report = score(web, sources, full, near, outcomes, merges, stripped)
                     report.update(order=name, learner=learner, seconds=time.perf_counter() - started,
-                                  empty_content=stats.get("simhash/skipped/empty_content", 0))
+                                  empty_content=stats.get("simhash/empty_content", 0),
+                                  stats={k: v for k, v in stats.items() if k.startswith("simhash/")})
+                    if learner:
+                        report["unrecorded"] = sum(p.text not in stripped for site in web for p in site)
                     reports.append(report)
                     print(f"  crawled {name}, learner {'on' if learner else 'off'}: {len(report['false_merges'])}"
                           f" false merges, item recall {report['recall']:.3f} ({report['seconds']:.0f} s)", flush=True)
@@ -603,6 +606,8 @@ def print_reports(reports: list[dict[str, Any]]) -> None:
                               f" ({s['template_share_of_removed_titles_aside']:.2f}) / {s['template_removed']:.2f}"
                               for s in r["sites"])
             print(f"  {r['order']:14s} {cells}")
+            if r["unrecorded"]:
+                print(f"    (what the learner left of {r['unrecorded']} pages was not seen: nothing removed, counted)")
     for r in reports:
         shown: set[str] = set()
         for e in r["false_merges"]:
