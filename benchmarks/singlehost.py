@@ -480,12 +480,13 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
         if pages[url].article != pages[matched].article:
             across.append(entry)
     kept: set[str] = set()
-    near_duplicates = caught = 0
+    near_duplicates: Counter[int] = Counter()
+    caught: Counter[int] = Counter()
     missed = []
     for url, outcome in outcomes:
         if near[url] & kept:
-            near_duplicates += 1
-            caught += outcome == "dropped"
+            near_duplicates[pages[url].site] += 1
+            caught[pages[url].site] += outcome == "dropped"
             if outcome == "kept":
                 missed.append(url)
         if outcome == "kept":
@@ -503,6 +504,7 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
         sites.append({"site": name, "host": SITE_HOSTS[site], "pages": len(own),
                       "dropped": sum(url in dropped for url in own),
                       "false_merges": sum(pages[e["duplicate"]].site == site for e in false),
+                      "near_duplicates": near_duplicates[site], "caught": caught[site],
                       "template_share_of_removed": table[site][0], "template_removed": table[site][1],
                       "template_share_of_removed_titles_aside": table[site][2]})
     return {
@@ -514,9 +516,9 @@ def score(web: list[list[Page]], sources: list[Source], full: dict[str, np.ndarr
         "merges": len(merged),
         "logged_vs_full_gap": {"median": statistics.median(gaps) if gaps else 0.0, "max": max(gaps, default=0.0)},
         "across_sources": across,
-        "near_duplicates": near_duplicates,
-        "caught": caught,
-        "recall": caught / near_duplicates if near_duplicates else 1.0,
+        "near_duplicates": sum(near_duplicates.values()),
+        "caught": sum(caught.values()),
+        "recall": sum(caught.values()) / sum(near_duplicates.values()) if near_duplicates else 1.0,
         "missed": missed,
         "copies": len(copies),
         "copies_dropped": sum(url in dropped for url in copies),
@@ -579,6 +581,10 @@ def describe(web: list[list[Page]], sources: list[Source]) -> None:
                   f"  ({sum(v >= THRESHOLD for v in values) / len(values):.2f} of {len(values)} pairs)")
 
 
+def _recall(site: dict[str, Any]) -> str:
+    return f"{site['caught'] / site['near_duplicates']:.3f}" if site["near_duplicates"] else "-"
+
+
 def print_reports(reports: list[dict[str, Any]]) -> None:
     print(f"\nFalse merge: full-text Jaccard (this script's 4-word shingles) to the matched record < {THRESHOLD};"
           f" item recall: true near-duplicates (full-text J >= {THRESHOLD} to a page kept before) dropped;"
@@ -595,17 +601,17 @@ def print_reports(reports: list[dict[str, Any]]) -> None:
               f" {r['dropped']:7d}  {len(r['false_merges']):12d}  {recall:19s} {len(r['across_sources']):5d}"
               f" ({across_false:3d} false)  {r['copies_dropped']:6d}/{r['copies']:<6d}  {r['empty_content']:5d}"
               f"  {gap['median']:.2f}/{gap['max']:.2f}  {r['seconds']:4.0f}")
-    print("\nper site: false merges, learner on (off); with the learner on, removed words that are template"
-          " (titles aside) / template words removed")
+    print("\nper site: false merges and item recall with the learner on and off; with it on, removed words"
+          " that are template (titles aside), template words removed")
+    print("order          site       false on/off  recall on / off   template share of removed  template removed")
     for r in reports:
         if r["learner"]:
-            off = {s["site"]: s["false_merges"] for o in reports if o["order"] == r["order"] and not o["learner"]
-                   for s in o["sites"]}
-            cells = "  ".join(f"{s['site']} {s['false_merges']} ({off.get(s['site'], '-')})"
-                              f" {s['template_share_of_removed']:.2f}"
-                              f" ({s['template_share_of_removed_titles_aside']:.2f}) / {s['template_removed']:.2f}"
-                              for s in r["sites"])
-            print(f"  {r['order']:14s} {cells}")
+            off = {s["site"]: s for o in reports if o["order"] == r["order"] and not o["learner"] for s in o["sites"]}
+            for s in r["sites"]:
+                other = off.get(s["site"], {"false_merges": "-", "near_duplicates": 0})
+                print(f"{r['order']:14s} {s['site']:9s} {s['false_merges']:7d}/{other['false_merges']:<5}"
+                      f" {_recall(s):>6s} / {_recall(other):6s} {s['template_share_of_removed']:13.2f}"
+                      f" ({s['template_share_of_removed_titles_aside']:.2f}) {s['template_removed']:17.2f}")
             if r["unrecorded"]:
                 print(f"    (what the learner left of {r['unrecorded']} pages was not seen: nothing removed, counted)")
     for r in reports:
