@@ -93,7 +93,7 @@ class Plan:
     variants: int
     statements: int
     articles: int
-    aliases: int  # per site, and as many typo recrawls; half as many republished pages
+    aliases: int  # pages under a second URL per site; as many recrawls, and half as many and one republished
     seed: int = 1
 
 
