@@ -601,6 +601,13 @@ def print_reports(reports: list[dict[str, Any]]) -> None:
               f" {r['dropped']:7d}  {len(r['false_merges']):12d}  {recall:19s} {len(r['across_sources']):5d}"
               f" ({across_false:3d} false)  {r['copies_dropped']:6d}/{r['copies']:<6d}  {r['empty_content']:5d}"
               f"  {gap['median']:.2f}/{gap['max']:.2f}  {r['seconds']:4.0f}")
+    print("\nlearner on: simhash/* stats of the learner and the short-text path")
+    for r in reports:
+        if r["learner"]:
+            learned = {name: value for name, value in r["stats"].items()
+                       if name.startswith(("simhash/boilerplate/", "simhash/short_texts", "simhash/empty_content"))}
+            listed = ", ".join(f"{name.removeprefix('simhash/')} {value}" for name, value in sorted(learned.items()))
+            print(f"  {r['order']:14s} {listed}")
     print("\nper site: false merges and item recall with the learner on and off; with it on, removed words"
           " that are template (titles aside), template words removed")
     print("order          site       false on/off  recall on / off   template share of removed  template removed")
