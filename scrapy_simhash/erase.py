@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.index import Erased, open_index
+from scrapy_simhash.configured import configured_index
+from scrapy_simhash.index import Erased
 from scrapy_simhash.mergelog import LogRewrite, erase_pages
 from scrapy_simhash.redis_url import client_url, is_redis, mask_url, sync_client
 from scrapy_simhash.settings import SimhashSettings, stream_key
@@ -47,11 +47,7 @@ class Erasure:
 async def erase(config: SimhashSettings, key: str) -> Erasure:
     """Erase the records whose id or URL is ``key`` from the index, then every page they named
     (``key`` included) from the merge and review logs."""
-    layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
-    index = open_index(
-        config.index_url, layout=layout, retention=config.retention, key_prefix=config.key_prefix,
-        max_hashes=config.max_chars, create=False,
-    )
+    index = configured_index(config, create=False)
     result = Erasure()
     try:
         await index.open()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import first_of_runs, fmix64
+from scrapy_simhash.fingerprint import GOLDEN_64, first_of_runs, fmix64
 
 __all__ = ["Layout"]
 
@@ -40,7 +40,7 @@ def _donor_tries(size: int, first: int, bins: np.ndarray) -> np.ndarray:
     """``tries[i, a]``: the bin that empty bin ``bins[i]`` of a ``size``-byte sketch borrows from at
     attempt ``first + a``, if that bin is filled."""
     attempts = np.arange(first + 1, first + _DONOR_ROUND + 1, dtype=_U64)
-    return (fmix64(bins.astype(_U64)[:, None] * _U64(0x9E3779B97F4A7C15) + attempts) % _U64(size)).astype(np.intp)
+    return (fmix64(bins.astype(_U64)[:, None] * _U64(GOLDEN_64) + attempts) % _U64(size)).astype(np.intp)
 
 
 @lru_cache(maxsize=16)

@@ -22,12 +22,12 @@ from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
-from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.configured import configured_index, configured_layout
 from scrapy_simhash.delivery import Delivery, FeedDeliveries
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, verification_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
-from scrapy_simhash.index import GroupGone, IndexCorrupt, IndexOpenError, Record, open_index
+from scrapy_simhash.index import GroupGone, IndexCorrupt, IndexOpenError, Record
 from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, Verified, place, place_exact
 from scrapy_simhash.mergelog import (
@@ -100,7 +100,7 @@ class SimhashPipeline:
         assert crawler.spider is not None
         try:
             config = read(crawler.settings, crawler.spider.name)
-            self.layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+            self.layout = configured_layout(config)
         except (SettingsError, ValueError) as exc:
             _refuse(crawler, str(exc))
         if not config.enabled:
@@ -185,15 +185,7 @@ class SimhashPipeline:
             logger.info("SimHash: starting over (SIMHASH_RESET): %(done)s", {"done": done},
                         extra={"spider": self.crawler.spider})
         try:
-            index = open_index(
-                config.index_url,
-                layout=self.layout,
-                retention=config.retention,
-                key_prefix=config.key_prefix,
-                max_hashes=config.max_chars,
-                lease=config.session_lease,
-                allow_eviction=config.allow_eviction,
-            )
+            index = configured_index(config)
         except ValueError as exc:
             self._cannot_open(f"Cannot use the SimHash index: {exc}")
             return

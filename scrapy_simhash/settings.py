@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.project import data_path
 
+from scrapy_simhash.fingerprint import WEIGHTINGS
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -68,7 +70,6 @@ DEFAULTS: dict[str, Any] = {
 ACTIONS = ("drop", "annotate")
 SEEN_ACTIONS = ("drop", "pass")
 ON_INDEX_ERROR = ("pass", "fail")
-WEIGHTINGS = ("frequency", "presence")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # Backoff between index retries doubles from SIMHASH_INDEX_RETRY_DELAY and never exceeds this.
 MAX_RETRY_DELAY = 2.0

@@ -10,8 +10,8 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.boilerplate import BlobError, decode
-from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.index import IndexNotFound, open_index
+from scrapy_simhash.configured import configured_index
+from scrapy_simhash.index import IndexNotFound
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import SimhashSettings, read
 
@@ -65,8 +65,7 @@ class Command(ScrapyCommand):
 
     @staticmethod
     async def _load(config: SimhashSettings, host: str) -> bytes | None:
-        layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
-        index = open_index(config.index_url, layout=layout, key_prefix=config.key_prefix, create=False)
+        index = configured_index(config, create=False)
         try:
             await index.open()
             return await index.load_boilerplate(host)

@@ -12,7 +12,7 @@ from collections import Counter
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.configured import configured_layout
 from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
 from scrapy_simhash.evaluate import (
     THRESHOLDS,
@@ -152,7 +152,7 @@ class Command(ScrapyCommand):
     def _configuration(label: str, config) -> Configuration:
         """``configured`` or ``BANDSxROWS[/SIZE]>=ESTIMATE``."""
         if label == "configured":
-            layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+            layout = configured_layout(config)
         else:
             try:
                 shape, _, estimate = label.partition(">=")

@@ -1,0 +1,40 @@
+"""What a crawl's settings build: the index layout and the index itself.
+
+The pipeline and every command get them here, so one setting means the same thing everywhere
+(a command that opened the index without the crawl's retention or hash bound would read it
+differently from the crawl that wrote it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.index import open_index
+
+if TYPE_CHECKING:
+    from scrapy_simhash.index import Index
+    from scrapy_simhash.layout import Layout
+    from scrapy_simhash.settings import SimhashSettings
+
+__all__ = ["configured_index", "configured_layout"]
+
+
+def configured_layout(config: SimhashSettings) -> Layout:
+    """The layout ``SIMHASH_LAYOUT`` names, else the calibrated one for the threshold and target recall."""
+    return layout_for(config.jaccard_threshold, config.target_recall, config.layout)
+
+
+def configured_index(config: SimhashSettings, *, create: bool = True) -> Index:
+    """The index ``SIMHASH_INDEX_URL`` names, not yet connected; ``create=False`` for commands that
+    only read or erase (``open()`` then raises ``IndexNotFound`` rather than creating one)."""
+    return open_index(
+        config.index_url,
+        layout=configured_layout(config),
+        retention=config.retention,
+        key_prefix=config.key_prefix,
+        max_hashes=config.max_chars,
+        lease=config.session_lease,
+        allow_eviction=config.allow_eviction,
+        create=create,
+    )
