@@ -19,7 +19,7 @@ Each chosen layout is then measured on the shared corpus (its real sketches, eve
 brute force): pair recall at J >= 0.82 / 0.90 / 0.95, candidates per lookup and the share of them
 that are true pairs at T. The table is what ``calibration.layout_for`` reads.
 
-    python benchmarks/calibrate.py [--corpus PATH] [--out scrapy_simhash/calibration_table.json]
+    python benchmarks/calibrate.py [--corpus PATH] [--out scrapy_simhash/calibration_table.json] [--thresholds 0.8,0.82]
 """
 
 from __future__ import annotations
@@ -109,15 +109,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--out", type=Path, default=ROOT / "scrapy_simhash" / "calibration_table.json")
+    parser.add_argument("--thresholds", type=lambda s: [float(x) for x in s.split(",")], default=list(THRESHOLDS),
+                        help="the thresholds calibrated (default: the table's; fewer write a partial table)")
     args = parser.parse_args()
     started = time.perf_counter()
     fields = DEFAULTS["SIMHASH_FIELDS"]
     documents = read_documents(args.corpus, fields)
     fingerprinter = Fingerprinter()
     hashes = [fingerprinter.signature(d.text).hashes for d in documents]
-    truth = ground_truth(hashes, min(THRESHOLDS))
+    truth = ground_truth(hashes, min(args.thresholds))
     print(
-        f"{len(documents)} documents, {len(truth)} pairs with J >= {min(THRESHOLDS)} "
+        f"{len(documents)} documents, {len(truth)} pairs with J >= {min(args.thresholds)} "
         f"({time.perf_counter() - started:.0f}s)"
     )
     rows, measured = [], {}
@@ -125,7 +127,7 @@ def main() -> None:
         f"{'J>=':>5} {'target':>6}  layout{'':14} {'P(T)':>6} {'P(T-.1)':>7}  "
         "recall .82/.90/.95  cand/lookup  cand.prec"
     )
-    for threshold in THRESHOLDS:
+    for threshold in args.thresholds:
         for target in TARGETS:
             try:
                 layout = choose(threshold, target)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
+from crawls import wait_for  # noqa: E402  tests/crawls.py
 from texts import article, edited  # noqa: E402  tests/texts.py
 
 DRIVER = TESTS / "integration" / "crawl_stream.py"
@@ -34,7 +35,7 @@ def crawl(out: Path, items: list[dict], settings: dict) -> subprocess.Popen:
     out.mkdir(parents=True)
     (out / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
     return subprocess.Popen([sys.executable, str(DRIVER), str(out / "items.jsonl"), str(out), json.dumps(settings)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -60,8 +61,7 @@ def main() -> None:
             **common, "STREAM_STALL_AFTER": args.pages // 2,
             "FEEDS": {f"upload://{first}/kept.jsonl": {"format": "jsonlines"}},
         })
-        while not (first / "held").exists() and stopped.poll() is None:
-            time.sleep(0.05)
+        wait_for(stopped, lambda line: line == "held", "held items")
         time.sleep(2.5)  # past the pipeline's 1 s confirmation delay
         stopped.send_signal(signal.SIGINT)
         time.sleep(0.5)
@@ -70,7 +70,7 @@ def main() -> None:
         time.sleep(args.gap)
         second = base / "second"
         copies = [{"url": f"https://b.example/{i}", "body_text": edited(t)} for i, t in enumerate(texts)]
-        crawl(second, copies, common).wait(timeout=600)
+        crawl(second, copies, common).communicate(timeout=600)
         kept = {json.loads(line)["body_text"] for line in (second / "kept.jsonl").read_text().splitlines()}
         delivered = (first / "kept.jsonl").exists()
     lost = sum(edited(t) not in kept for t in texts)

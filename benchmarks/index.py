@@ -1,7 +1,7 @@
-"""The index at scale: server time and rate of lookups, and bytes per record, against commit 1a0d52b.
+"""The index at scale: server time and rate of lookups, and bytes per record.
 
     python benchmarks/index.py [--sizes 100000,1000000,10000000] [--lookups 2000] [--near 200]
-                               [--backends redis,sqlite] [--sqlite-max 1000000] [--before-tree /tmp/simhash-before]
+                               [--backends redis,sqlite] [--sqlite-max 1000000]
 
 Fills each backend (a redis-server of this run's own on a free port, a SQLite file in a temporary
 folder) through 100k, 1M and 10M records, and at each size:
@@ -26,31 +26,18 @@ fill goes the fastest honest way: the same FCALL calls, with the same arguments,
 ``RedisIndex.check_and_add`` sends, many pipelined (in SQLite the index's own transaction per
 record, on its thread, without asyncio hops).
 
-The baseline is today's layout, i.e. the code at commit 1a0d52b (a git worktree at
-``--before-tree``; made when missing): its calibrated default, 16 sampled tables x 16 bits with
-multi-probe over SimHash fingerprints, max distance 18, measured in the same run by the same
-harness through ``benchmarks/index_before.py``, a subprocess that imports the old tree. Its fill
-uses its own ``add`` (its client batches calls in flight by itself), its near-duplicates are a
-stored fingerprint with 0..18 bits flipped. Ratios printed are new / before, and each version's
-largest size / smallest.
-
 Runtime: the Redis fill is bound by the server (~0.3 ms of script time a record for this version,
 ~0.2 ms for the baseline's ``add``): about 3,000 records a second on 2 cores, so
-``--sizes 100000,1000000,10000000 --no-before`` takes about an hour. SQLite stops at
-``--sqlite-max`` records (default 1M: its fill runs at a few thousand records per second). The
-package is imported by the drivers only, not at the top of this file, so that index_before.py can
-reuse the harness with the old tree on its path.
+``--sizes 100000,1000000,10000000`` takes about an hour. SQLite stops at ``--sqlite-max`` records
+(default 1M: its fill runs at a few thousand records per second). To compare two versions, run each
+from its own checkout, alternately.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -62,8 +49,6 @@ import numpy as np
 import redis
 
 SIZES = (100_000, 1_000_000, 10_000_000)
-BEFORE_COMMIT = "1a0d52b"
-REPO = Path(__file__).resolve().parent.parent
 CHUNK = 10_000  # records are generated in chunks, each from its own seed: any record can be made again
 SEED, QUERY_SEED, NEAR_SEED = 1, 2, 3
 FILL_BATCH = 500  # script calls per pipeline; FILL_PIPELINES of them in flight
@@ -250,7 +235,7 @@ class NewDriver:
         from scrapy_simhash.index import Record
 
         record = Record(id=url, url=url, fingerprint=fingerprint_of(row), host=host_of(url))
-        record._sketch = (self.layout, row[8:].tobytes())  # a random sketch in place of hashed text
+        record.keep_sketch(self.layout, row[8:].tobytes())  # a random sketch in place of hashed text
         return record
 
     def _records(self, start: int, stop: int) -> list:
@@ -315,28 +300,6 @@ class NewDriver:
         await self.index.close()
 
 
-# -- the baseline: the old tree in a subprocess ----------------------------------------------------
-
-
-def before_tree(path: Path) -> Path:
-    if not (path / "scrapy_simhash").is_dir():
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), BEFORE_COMMIT], check=True)
-    return path
-
-
-def run_before(tree: Path, backend: str, location: str, args: argparse.Namespace) -> Iterator[dict]:
-    """index_before.py on the old tree: its figures, one JSON line per size, shown as they come."""
-    command = [sys.executable, str(Path(__file__).with_name("index_before.py")), "--backend", backend,
-               "--location", location, "--sizes", ",".join(map(str, args.sizes)),
-               "--lookups", str(args.lookups), "--near", str(args.near)]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as child:
-        for line in child.stdout:
-            yield json.loads(line)
-    if child.returncode:
-        raise RuntimeError(f"index_before.py failed (exit {child.returncode})")
-
-
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -356,13 +319,10 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:6.2f}x" if b else "   n/a"
 
 
-def summary(results: dict[tuple[str, str], list[dict]]) -> None:
+def summary(results: dict[str, list[dict]]) -> None:
     print("\nSummary (simulated records: random sketches / fingerprints, no verification hashes)")
-    for backend in ("redis", "sqlite"):
-        new, old = results.get(("new", backend), []), results.get(("before", backend), [])
-        if not new:
-            continue
-        print(f"\n{backend}: per size, new | before {BEFORE_COMMIT} | new/before")
+    for backend, rs in results.items():
+        print(f"\n{backend}: per size")
         rows = [("bytes per record", lambda r: r["bytes_per_record"], "{:9.0f}"),
                 ("new-record lookups/s (client)", lambda r: r["new"]["per_s"], "{:9,.0f}"),
                 ("near-duplicate lookups/s", lambda r: r["near"]["per_s"], "{:9,.0f}"),
@@ -371,56 +331,40 @@ def summary(results: dict[tuple[str, str], list[dict]]) -> None:
             rows[1:1] = [("server us/lookup, script", lambda r: r["new"]["script_us"], "{:9.1f}"),
                          ("server us/lookup, cpu", lambda r: r["new"]["cpu_us"], "{:9.1f}"),
                          ("near: server us, script", lambda r: r["near"]["script_us"], "{:9.1f}")]
-        by_size = {r["size"]: r for r in old}
         for name, get, fmt in rows:
             print(f"  {name}")
-            for r in new:
-                before = by_size.get(r["size"])
-                other = fmt.format(get(before)) if before else "      n/a"
-                print(f"    {r['size']:>11,d}  {fmt.format(get(r))} | {other} | "
-                      f"{ratio(get(r), get(before)) if before else '   n/a'}")
-        for label, rs in (("new", new), (f"before {BEFORE_COMMIT}", old)):
-            if len(rs) > 1:
-                big, small = rs[-1], rs[0]
-                growth = ", ".join(f"{name} {ratio(get(big), get(small)).strip()}" for name, get, _ in rows[:-1])
-                print(f"  {label}: {big['size']:,} / {small['size']:,}: {growth}")
+            for r in rs:
+                print(f"    {r['size']:>11,d}  {fmt.format(get(r))}")
+        if len(rs) > 1:
+            big, small = rs[-1], rs[0]
+            growth = ", ".join(f"{name} {ratio(get(big), get(small)).strip()}" for name, get, _ in rows[:-1])
+            print(f"  {big['size']:,} / {small['size']:,}: {growth}")
 
 
-async def main() -> None:
+async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(SIZES))
     parser.add_argument("--lookups", type=int, default=2000, help="new random records looked up per size")
     parser.add_argument("--near", type=int, default=200, help="near-duplicates looked up per size")
     parser.add_argument("--backends", default="redis,sqlite")
     parser.add_argument("--sqlite-max", type=int, default=1_000_000, help="largest size filled in SQLite")
-    parser.add_argument("--before-tree", type=Path, default=Path("/tmp/simhash-before"),
-                        help=f"a worktree of commit {BEFORE_COMMIT} (made when missing)")
-    parser.add_argument("--no-before", action="store_true", help="measure this version only")
-    args = parser.parse_args()
-    tree = None if args.no_before else before_tree(args.before_tree)
+    args = parser.parse_args(argv)
     print(f"Simulated records (random sketches / fingerprints, no verification hashes); {args.lookups} "
-          f"new-record and {args.near} near-duplicate lookups per size, one at a time. Baseline: commit "
-          f"{BEFORE_COMMIT} (16 x 16-bit sampled tables, multi-probe, distance 18) in the same run.", flush=True)
-    results: dict[tuple[str, str], list[dict]] = {}
+          f"new-record and {args.near} near-duplicate lookups per size, one at a time.", flush=True)
+    results: dict[str, list[dict]] = {}
     started = time.perf_counter()
     for backend in args.backends.split(","):
         sizes = args.sizes if backend == "redis" else [s for s in args.sizes if s <= args.sqlite_max]
         if len(sizes) < len(args.sizes):
             print(f"  {backend}: sizes above {args.sqlite_max:,} skipped (--sqlite-max)", flush=True)
-        run = argparse.Namespace(**{**vars(args), "sizes": sizes})
-        for label in ("new", "before") if tree else ("new",):
-            rs = results.setdefault((label, backend), [])
-            with location(backend, label) as where:
-                if label == "new":
-                    def report(r: dict, rs: list = rs) -> None:
-                        rs.append(r)
-                        show(r)
+        rs = results.setdefault(backend, [])
 
-                    await measure(NewDriver(backend, where), backend, where, sizes, args.lookups, args.near, report)
-                else:
-                    for r in run_before(tree, backend, where, run):
-                        rs.append(r)
-                        show(r)
+        def report(r: dict, rs: list = rs) -> None:
+            rs.append(r)
+            show(r)
+
+        with location(backend, "new") as where:
+            await measure(NewDriver(backend, where), backend, where, sizes, args.lookups, args.near, report)
     summary(results)
     print(f"\n(total {time.perf_counter() - started:,.0f} s)")
 

@@ -169,7 +169,7 @@ async def open_pipeline(redis_url: str, log_dir: Path, merge_log: str = "file") 
             "LOG_LEVEL": "WARNING",
         },
     )
-    crawler.spider = crawler._create_spider()
+    crawler.spider = BenchSpider.from_crawler(crawler)
     pipeline = SimhashPipeline.from_crawler(crawler)
     await pipeline.open_spider()
     return pipeline

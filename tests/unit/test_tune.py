@@ -63,7 +63,7 @@ def test_score_pairs_measures_distance_and_jaccard() -> None:
 
 
 def test_the_labelled_fixture_is_real_and_separable(full_corpus: list[dict]) -> None:
-    """The fixture refers to corpus pages by id (built by benchmarks/make_labelled.py)."""
+    """The fixture refers to corpus pages by id (built by tools/make_labelled.py)."""
     texts = {doc["id"]: doc["body_text"] for doc in full_corpus}
     pairs = read_labelled(FIXTURE, texts)
     assert len(pairs) == 300 and sum(pair.duplicate for pair in pairs) == 150

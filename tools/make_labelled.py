@@ -9,7 +9,7 @@ Labels come from how the pages relate, never from our own similarity measure:
 
 The fixture holds document ids only (the texts stay in the corpus): ``simhash-tune --corpus`` resolves them.
 
-    python benchmarks/make_labelled.py [--corpus PATH] [--out tests/fixtures/labelled.jsonl]
+    python tools/make_labelled.py [--corpus PATH] [--out tests/fixtures/labelled.jsonl]
 """
 
 from __future__ import annotations
