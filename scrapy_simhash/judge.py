@@ -27,7 +27,7 @@ __all__ = [
 
 #: A duplicate is kept findable (its band keys indexed) when its best match is below this Jaccard:
 #: it then reaches pages its group's other records do not (a page drifting release after release).
-#: A closer copy adds nothing but bucket entries. Measured: docs/benchmarks.md "Groups".
+#: A closer copy adds nothing but bucket entries. Measured: docs/decisions/groups.md.
 NOVELTY = 0.95
 #: How far below the best match a candidate's sketch estimate may be and still be read: three
 #: standard errors of a 132-byte sketch's estimate near the threshold (J ~ 0.85); the default's

@@ -75,7 +75,7 @@ PAGE_FIELDS = ("canonical_id", "canonical_url", "matched_id", "matched_url", "du
 MAX_DIFF_WORDS = 10_000
 LABELS_FILE = "simhash-labels.jsonl"
 #: Pairs a page shows by default: a page a browser opens at once and a reviewer's sitting
-#: (docs/benchmarks.md "Review pages").
+#: (docs/decisions/review-pages.md).
 PER_PAGE = 100
 
 _TITLE = b"<title>scrapy-simhash review</title>"  # in the head of every page: what marks a file as one

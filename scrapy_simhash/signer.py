@@ -4,8 +4,8 @@ Scrapy hands the items a callback yields to up to ``CONCURRENT_ITEMS`` pipeline 
 they reach the pipeline in the same turn of the event loop (a listing page's 50 items: one turn).
 A short text's signature and sketch cost their numpy calls more than its characters, so the short
 texts submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
-:meth:`Layout.sketches`), and a page-length text alone: docs/benchmarks.md "Fingerprinting" and
-"Signing batches" have the figures.
+:meth:`Layout.sketches`), and a page-length text alone: docs/decisions/signing-batches.md has the
+figures.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 #: Characters signed in one batch at most. Each batch is a loop callback of its own whose items go on
 #: to their lookups before the next batch is signed, so the index works on a turn's first items while
-#: the crawl signs the rest (docs/benchmarks.md "Signing batches").
+#: the crawl signs the rest (docs/decisions/signing-batches.md).
 BATCH_CHARACTERS = 1 << 15
 #: A text at least this long is signed alone: a batch saves each text the same few numpy calls, little
 #: beside such a text's own work, and its item would wait for the whole batch.

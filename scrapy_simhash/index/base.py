@@ -49,14 +49,14 @@ SCHEMA = 6
 MAX_BANDED_MEMBERS = 32
 #: Candidates a lookup returns per group, those sharing the most sketch bytes: a page joins a group
 #: through any member, so a family of many findable members need not be read whole. Measured:
-#: docs/benchmarks.md "Candidates per group".
+#: docs/decisions/candidates-per-group.md.
 CANDIDATES_PER_GROUP = 4
 #: Records of one group a band key lists: a member goes under those of its keys that fewer of its
 #: group's records are under, so a lookup reads at most this many of a group's records per band,
-#: however many near copies the group has. Measured: docs/benchmarks.md "Groups".
+#: however many near copies the group has. Measured: docs/decisions/groups.md.
 LISTED_PER_KEY = 1
 #: Candidates whose data judging reads first (best first); a backend that can returns their data with
-#: the lookup, saving a duplicate a call. Measured: docs/benchmarks.md "Details with the lookup".
+#: the lookup, saving a duplicate a call. Measured: docs/decisions/details-with-lookup.md.
 FIRST_READ = 4
 #: Verification hashes a crawl keeps by write id (4 bytes each: 16 MB), see :class:`_KeptHashes`.
 KEPT_HASHES = 4_000_000
@@ -91,7 +91,7 @@ class _KeptHashes:
     The data under a write id is written once, so hashes this crawl computed for a record it stored,
     or decoded from one it read, stand for the blob whenever that record is a candidate again: most
     candidates of a crawl are its own pages, and a canonical with many duplicates is one again and
-    again. Measured: docs/benchmarks.md "Verification data this crawl holds".
+    again. Measured: docs/decisions/kept-hashes.md.
     """
 
     def __init__(self, budget: int) -> None:

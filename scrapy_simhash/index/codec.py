@@ -6,7 +6,7 @@ values to a group), and the high bits, written as a bit vector with a 1 at ``hig
 bits a value, since the high parts of sorted values only grow). That is within a few percent of the
 entropy of a random sorted set: 2.87 bytes per hash on the shared corpus against 4 raw, with
 numpy only and no zlib pass: 1.8x cheaper to encode than the zlib-compressed byte planes it
-replaced (docs/benchmarks.md "Verification data", ``benchmarks/record_store.py``).
+replaced (docs/decisions/verification-codec.md).
 
 Blob: a format byte, the 4-byte big-endian count n, the low bytes, the packed low bits, the high bit
 vector. Its length follows from n exactly, so a blob is checked whole, and n against the caller's

@@ -160,8 +160,8 @@ end
 -- ways by the next two bits of the key into fields named by the bits so far, and keeps the marker
 -- SPLIT; a split field splits again, down to LEVELS levels (the key's third byte, two bits a level).
 -- A lookup copies and searches a short list, and an insert rewrites one, however large the index;
--- four ways, not more, because every field costs the hash an entry. Measured: docs/benchmarks.md
--- "Index at scale", "Bucket fields past 10M records".
+-- four ways, not more, because every field costs the hash an entry. Measured:
+-- docs/decisions/bucket-fields.md.
 local REST = ROWS - 2
 local ENTRY = REST + 5
 local SPLIT, LEVELS = '\0', 5   -- one byte: never a list of entries

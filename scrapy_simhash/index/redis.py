@@ -62,16 +62,16 @@ _WRITE_ID = 8
 _CANDIDATE = 42  # bytes of a candidate (``candidate_reply``)
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
-#: it copies and rewrites stays short. Measured: docs/benchmarks.md "Bucket fields past 10M records".
+#: it copies and rewrites stays short. Measured: docs/decisions/bucket-fields.md.
 BUCKET_SPLIT_AT = 64
 #: How fast the share of recent lookups that added their page follows each one (an exponential
 #: average): a lookup carries its page's data while that share is at least a half. Data sent along
 #: costs its encoding and its bytes when the page turns out a copy; data left behind costs a new
-#: page a second call. Measured: docs/benchmarks.md "Page data on demand".
+#: page a second call. Measured: docs/decisions/page-data.md.
 NEW_SHARE_WEIGHT = 1 / 16
 #: Function calls carrying items' lookups and joins that may await their replies at once. The lookups
 #: and joins items make meanwhile wait, and go together in one call when one returns: a call costs the
-#: crawler 130-190 us of CPU. Measured: docs/benchmarks.md "Lookups of the items in flight".
+#: crawler 130-190 us of CPU. Measured: docs/decisions/batches-in-flight.md.
 BATCHES_IN_FLIGHT = 2
 
 
@@ -95,7 +95,7 @@ def _lua_same_bytes(size: int, chunk: int = 48) -> str:
     """Lua ``same_bytes(s, at, q)``: how many of the ``size`` bytes of ``s`` from ``at`` equal
     ``q[1..size]``, unrolled for the layout's size: Lua 5.1 has no vector compare, and a loop over a
     table of the bytes cost twice as much, on every record a lookup reads. Measured:
-    docs/benchmarks.md "Sketch comparison in the script"."""
+    docs/decisions/sketch-compare.md."""
     lines = ["local function same_bytes(s, at, q)", "    local same = 0"]
     for start in range(0, size, chunk):
         width = min(chunk, size - start)
