@@ -2,8 +2,9 @@
 -- step that must be atomic (lookup-then-insert, join, erase) is one call of it. A library's code runs
 -- once, when it is loaded, so a call pays for its own work only (an EVALSHA of this code ran the whole
 -- chunk, ~60 closures, every time). Python prepends the layout as data: NAME, BANDS, ROWS, K (sketch
--- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, CLUSTER, and
--- same_bytes(s, at, q), a byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are
+-- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, CLUSTER, the protocol's
+-- constants (index/wire.py: reply formats, sentinels, page data fields F_*) and same_bytes(s, at, q), a
+-- byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are
 -- doubles in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored
 -- as bytes.
 --
@@ -24,9 +25,6 @@ local GSLOT = 18           -- used 1, canonical 5, size 5, banded 2, ttl 4, flag
 local PER_BLOCK = 256
 local LIVE, BANDED, PENDING, EXACT, SCRAPED = 1, 2, 4, 8, 16  -- SCRAPED: pending, its feed not stored yet
 local CLOSED = 1           -- group flag: being expired, joins refused
-local BUSY = -1            -- in place of an added rid: the id is pending in another live session
-local NEEDS_DATA = -2      -- in place of an added rid: the page is new, its lookup came without its data
-local NO_HEAD = '\0\0\0\0\0\0\0\0\0'  -- in a candidate whose group has no canonical record
 
 -- Record ids (rids) are 5 bytes big-endian.
 local function r5(n)
@@ -345,18 +343,19 @@ local function write_data(wid, a, banded)
     if not WRITE_DATA then return end
     local key = DATA .. wid
     if banded then
-        redis.call('HSET', key, 's', ARGV[a], 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4],
-                   'c', ARGV[a + 5])
+        redis.call('HSET', key, F_BLOB, ARGV[a], F_ID, ARGV[a + 1], F_URL, ARGV[a + 2], F_HOST, ARGV[a + 3],
+                   F_FIRST_SEEN, ARGV[a + 4], F_RETENTION, ARGV[a + 5])
     else
-        redis.call('HSET', key, 'i', ARGV[a + 1], 'u', ARGV[a + 2], 'h', ARGV[a + 3], 't', ARGV[a + 4], 'c', ARGV[a + 5])
+        redis.call('HSET', key, F_ID, ARGV[a + 1], F_URL, ARGV[a + 2], F_HOST, ARGV[a + 3], F_FIRST_SEEN, ARGV[a + 4],
+                   F_RETENTION, ARGV[a + 5])
     end
 end
 
--- A candidate in 42 bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
+-- A candidate in wire.CANDIDATE (42) bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
 -- bytes shared (2), write id (8), whether the group has a canonical record (1) and its write id (8).
 local function candidate_reply(r, g, same, head)
-    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack('>I2', same) .. r.wid
-        .. (head and '\1' .. head.wid or NO_HEAD)
+    return r5(r.rid) .. r5(r.gid) .. r5(g.canonical) .. r.fp .. pack(EQUAL_FORMAT, same) .. r.wid
+        .. (head and '\1' .. head.wid or NO_CANONICAL)
 end
 
 -- A lookup's reply in few elements, since the client parses a reply element by element: one string
@@ -364,7 +363,7 @@ end
 -- earlier ones (doubles), the counts of stale write ids and of candidates (4 bytes each), the stale
 -- write ids (8 bytes each) and the candidates; then ``rows``, the details rows, in place.
 local function lookup_reply(seq, added, this, earlier, stale, candidates, rows)
-    table.insert(rows, 1, pack('>ddddI4I4', seq, added, this, earlier, #stale, #candidates)
+    table.insert(rows, 1, pack(LOOKUP_HEAD, seq, added, this, earlier, #stale, #candidates)
         .. table.concat(stale) .. table.concat(candidates))
     return rows
 end
@@ -374,20 +373,18 @@ end
 -- canonical first seen; '' when gone.
 -- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED. HELD
 -- in place of a row: the caller holds all of it (its own record, and its group's canonical).
-local OMITTED, HELD = 4294967295, '-'
-
 local function detail_row(wid, head_wid, with_blob)
     local key = DATA .. wid
-    local f = with_blob and redis.call('HMGET', key, 'i', 'u', 'h', 't', 's')
-        or redis.call('HMGET', key, 'i', 'u', 'h', 't')
+    local f = with_blob and redis.call('HMGET', key, F_ID, F_URL, F_HOST, F_FIRST_SEEN, F_BLOB)
+        or redis.call('HMGET', key, F_ID, F_URL, F_HOST, F_FIRST_SEEN)
     if not f[1] then return '' end
     local blob, seen = with_blob and f[5] or '', f[4] or ''
     local head_id, head_url, head_seen = f[1], f[2], seen
     if head_wid ~= wid then
-        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, 'i', 'u', 't') or {}
+        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, F_ID, F_URL, F_FIRST_SEEN) or {}
         head_id, head_url, head_seen = head[1] or '', head[2] or '', head[3] or ''
     end
-    return pack('>I4I4I4I4I4I4I4I4', with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url,
+    return pack(DETAILS_HEAD, with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url,
                 #seen, #head_seen)
         .. blob .. f[1] .. f[2] .. f[3] .. head_id .. head_url .. seen .. head_seen
 end
@@ -607,11 +604,11 @@ local function join(a)
     local mine = own_write(idh, wid, session)
     if mine then
         local g = group(mine.gid)
-        return pack('>ddddd', mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0)
+        return pack(JOINED, mine.rid, mine.gid, g.canonical, g.size, has(mine.flags, BANDED) and 1 or 0)
     end
     local m = record(matched)
     local g = m and group(m.gid)
-    if not g or g.canonical == 0 or g.flags == CLOSED then return pack('>ddddd', 0, 0, 0, 0, 0) end
+    if not g or g.canonical == 0 or g.flags == CLOSED then return pack(JOINED, 0, 0, 0, 0, 0) end
     local banded = want and g.banded < MAX_BANDED
     local r = {rid = redis.call('INCR', SEQ), flags = LIVE + (banded and BANDED or 0), gid = g.gid, fp = fp,
                wid = wid, session = session, idh = idh, urlh = urlh, sketch = sketch}
@@ -627,7 +624,7 @@ local function join(a)
     redis.call('APPEND', P .. ':gm:' .. g.gid, r5(r.rid))
     set_expiry(g, now)
     redis.call('INCR', COUNT)
-    return pack('>ddddd', r.rid, g.gid, g.canonical, g.size, banded and 1 or 0)
+    return pack(JOINED, r.rid, g.gid, g.canonical, g.size, banded and 1 or 0)
 end
 
 -- Arguments: session, rids. Their items were scraped: no longer pending.

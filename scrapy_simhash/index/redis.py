@@ -12,12 +12,12 @@ import asyncio
 import hashlib
 import logging
 import re
-import struct
 from importlib.resources import files
 from typing import Any
 
 import redis.exceptions
 
+from scrapy_simhash.index import wire
 from scrapy_simhash.index.base import (
     CANDIDATES_PER_GROUP,
     FIRST_READ,
@@ -49,17 +49,8 @@ logger = logging.getLogger(__name__)
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
 # Groups closed per expiry call: each is one function call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
-_NO_DATA = ["", "", "", "", "", ""]
-_BUSY = -1  # BUSY in redis.lua
-_NEEDS_DATA = -2  # NEEDS_DATA in redis.lua
-_DETAILS_HEAD = struct.Struct(">8I")  # the eight lengths heading a ``details`` row (redis.lua)
-_OMITTED = 0xFFFFFFFF  # OMITTED in redis.lua: a row's blob left out, its hashes held
-_HELD_ROW = b"-"  # HELD in redis.lua: in place of a row, the caller holds all of its data
-_HELD = object()  # such a row, unpacked
-_LOOKUP_HEAD = struct.Struct(">4d2I")  # seq, added, this, earlier, stale and candidate counts (``lookup_reply``)
-_JOINED = struct.Struct(">5d")  # rid, group, canonical, size, banded (``join``)
-_WRITE_ID = 8
-_CANDIDATE = 42  # bytes of a candidate (``candidate_reply``)
+_NO_DATA = [""] * len(wire.PAGE_FIELDS)
+_HELD = object()  # a wire.HELD row, unpacked
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
 #: it copies and rewrites stays short. Measured: docs/decisions/bucket-fields.md.
@@ -84,11 +75,12 @@ def _library(layout: Layout, cluster: bool) -> tuple[str, str]:
         f"local MAX_BANDED, PER_GROUP, FIRST_READ = {MAX_BANDED_MEMBERS}, {CANDIDATES_PER_GROUP}, {FIRST_READ}\n"
         f"local SPLIT_AT, LISTED_PER_KEY = {BUCKET_SPLIT_AT}, {LISTED_PER_KEY}\n"
         f"local CLUSTER = {'true' if cluster else 'false'}\n"
+        f"{wire.lua_constants()}"
         f"{_lua_same_bytes(layout.size)}"
         f"{_LUA}"
     )
     name = "scrapy_simhash_" + hashlib.sha1(body.encode()).hexdigest()[:16]
-    return name, f"#!lua name={name}\nlocal NAME = {_lua_string(name)}\n{body}"
+    return name, f"#!lua name={name}\nlocal NAME = {wire.lua_string(name)}\n{body}"
 
 
 def _lua_same_bytes(size: int, chunk: int = 48) -> str:
@@ -116,10 +108,6 @@ def _time(value: bytes) -> float:
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _lua_string(value: str) -> str:
-    return '"' + "".join(f"\\{b}" for b in value.encode()) + '"'
 
 
 class RedisIndex(Index):
@@ -233,9 +221,9 @@ class RedisIndex(Index):
         data = self._page_data(record, banded)
         if not self.cluster:
             return data
-        fields = dict(zip([b"s", b"i", b"u", b"h", b"t", b"c"], data))
+        fields = dict(zip(wire.PAGE_FIELDS, data))
         if not banded:
-            del fields[b"s"]
+            del fields[wire.BLOB]
         await self.client.hset(self._data_key(record.write_id), mapping=fields)
         return _NO_DATA
 
@@ -256,21 +244,23 @@ class RedisIndex(Index):
     def _lookup_reply(head: bytes) -> tuple[int, int, int, int, list[bytes], list[Candidate]]:
         """(seq, added, this, earlier, stale write ids, candidates) of a lookup's reply as
         ``lookup_reply`` in redis.lua packs its first element."""
-        seq, added, this, earlier, stale, count = _LOOKUP_HEAD.unpack_from(head)
-        at = _LOOKUP_HEAD.size
-        stale_ids = [head[at + i : at + i + _WRITE_ID] for i in range(0, stale * _WRITE_ID, _WRITE_ID)]
-        at += stale * _WRITE_ID
+        seq, added, this, earlier, stale, count = wire.LOOKUP_HEAD.unpack_from(head)
+        at = wire.LOOKUP_HEAD.size
+        stale_ids = [head[at + i : at + i + wire.WRITE_ID] for i in range(0, stale * wire.WRITE_ID, wire.WRITE_ID)]
+        at += stale * wire.WRITE_ID
+        # rid | group | canonical | fingerprint | equal | key | has a canonical | its key | end
+        r, g, c, f, e, k, h, ck, end = wire.CANDIDATE_OFFSETS
         candidates = [
             Candidate(
-                int.from_bytes(head[i : i + 5], "big"),
-                int.from_bytes(head[i + 5 : i + 10], "big"),
-                int.from_bytes(head[i + 10 : i + 15], "big"),
-                int.from_bytes(head[i + 15 : i + 23], "big"),
-                int.from_bytes(head[i + 23 : i + 25], "big"),
-                head[i + 25 : i + 33],
-                head[i + 34 : i + 42] if head[i + 33] else b"",
+                int.from_bytes(head[i + r : i + g], "big"),
+                int.from_bytes(head[i + g : i + c], "big"),
+                int.from_bytes(head[i + c : i + f], "big"),
+                int.from_bytes(head[i + f : i + e], "big"),
+                int.from_bytes(head[i + e : i + k], "big"),
+                head[i + k : i + h],
+                head[i + ck : i + end] if head[i + h] else b"",
             )
-            for i in range(at, at + count * _CANDIDATE, _CANDIDATE)
+            for i in range(at, at + count * wire.CANDIDATE, wire.CANDIDATE)
         ]
         return int(seq), int(added), int(this), int(earlier), stale_ids, candidates
 
@@ -362,10 +352,10 @@ class RedisIndex(Index):
             data = await self._write_data(record) if ready else _NO_DATA
             head, *rows = await self._batched("check_add", since, sketch, int(ready), *self._record_args(record), *data)
             seq, added, this, earlier, stale, candidates = self._lookup_reply(head)  # best first
-            if added != _NEEDS_DATA:
+            if added != wire.NEEDS_DATA:
                 break
             since, ready = seq, True  # judged up to seq: only newer records can stop the insert
-        if added == _BUSY:
+        if added == wire.BUSY:
             return Lookup(None, [], seq, busy=True)
         self._new_share += NEW_SHARE_WEIGHT * ((1.0 if added else 0.0) - self._new_share)
         await self._forget(stale)
@@ -449,12 +439,12 @@ class RedisIndex(Index):
             if not row:
                 rows.append(None)
                 continue
-            if row == _HELD_ROW:
+            if row == wire.HELD:
                 rows.append(_HELD)
                 continue
-            at, fields = _DETAILS_HEAD.size, []
-            for length in _DETAILS_HEAD.unpack_from(row):
-                if length == _OMITTED:
+            at, fields = wire.DETAILS_HEAD.size, []
+            for length in wire.DETAILS_HEAD.unpack_from(row):
+                if length == wire.OMITTED:
                     fields.append(None)
                     continue
                 fields.append(row[at : at + length])
@@ -470,9 +460,10 @@ class RedisIndex(Index):
         heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
         async with self.client.pipeline(transaction=False) as pipe:
             for c in candidates:
-                pipe.hmget(self._data_key(c.key), "i", "u", "h", "t", *(() if c.key in held else ("s",)))
+                fields = (wire.ID, wire.URL, wire.HOST, wire.FIRST_SEEN)
+                pipe.hmget(self._data_key(c.key), *fields, *(() if c.key in held else (wire.BLOB,)))
             for key in heads:
-                pipe.hmget(self._data_key(key), "i", "u", "t")
+                pipe.hmget(self._data_key(key), wire.ID, wire.URL, wire.FIRST_SEEN)
             replies = await pipe.execute()
         head_of = dict(zip(heads, replies[len(candidates) :]))
         rows: list[tuple[bytes | None, ...] | None] = []
@@ -494,13 +485,13 @@ class RedisIndex(Index):
         reply = await self._batched(
             "join", matched.rid, int(banded), sketch, *args, repr(self.retention.clock()), *data
         )
-        rid, group, canonical, size, findable = map(int, _JOINED.unpack(reply))
+        rid, group, canonical, size, findable = map(int, wire.JOINED.unpack(reply))
         if rid == 0:
             raise GroupGone(f"record {matched.rid} is gone")
         if findable:
             self._stored(record)
         if self.cluster and not findable and record.blob_encoded:  # kept without the hashes its lookup wrote
-            await self.client.hdel(self._data_key(record.write_id), "s")
+            await self.client.hdel(self._data_key(record.write_id), wire.BLOB)
         return Joined(rid, group, canonical, size, bool(findable))
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
@@ -509,7 +500,7 @@ class RedisIndex(Index):
         digest = digest[:16].ljust(16, b"\0")
         head, *_ = await self._batched("check_add_exact", digest, *self._record_args(record), *data)
         _, added, this, earlier, stale, candidates = self._lookup_reply(head)
-        if added == _BUSY:
+        if added == wire.BUSY:
             return Exact(None, None, busy=True)
         await self._forget(stale)
         return Exact(added or None, candidates[0] if candidates else None, same_id=(this, earlier))
@@ -545,7 +536,7 @@ class RedisIndex(Index):
             return [], []
         async with self.client.pipeline(transaction=False) as pipe:
             for entry in found:
-                pipe.hmget(self._data_key(entry[4]), "s", "i", "u", "h", "t", "c")
+                pipe.hmget(self._data_key(entry[4]), *wire.PAGE_FIELDS)
             data = await pipe.execute()
         out, lost = [], []
         for (rid, gid, canonical, fingerprint, write_id, pending, _), (blob, *fields) in zip(found, data):
@@ -586,7 +577,7 @@ class RedisIndex(Index):
             if promoted_rid in names:  # erased by this very call: its page data is gone
                 promoted = names[promoted_rid][0]
             elif promoted_key:
-                promoted = (await self.client.hget(self._data_key(promoted_key), "i") or b"").decode()
+                promoted = (await self.client.hget(self._data_key(promoted_key), wire.ID) or b"").decode()
             erased.append(Erased(*names[rid], bool(was_canonical), promoted))
         return erased
 
