@@ -37,6 +37,8 @@ TINY: dict[str, list[str]] = {
 #: Scripts run at once: most of a tiny run is waiting (process start-up, a crawl's lease).
 PARALLEL = 4
 
+pytestmark = pytest.mark.slow  # runs in the whole suite; `-m "not slow"` leaves it out
+
 
 def test_every_benchmark_has_a_tiny_run():
     assert sorted(path.name for path in BENCHMARKS.glob("*.py")) == sorted(TINY)
