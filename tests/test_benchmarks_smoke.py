@@ -29,11 +29,13 @@ TINY: dict[str, list[str]] = {
                        "--edits", "10"],
     "forced_stop.py": ["--pages", "40", "--gap", "1.5"],
     "index.py": ["--sizes", "2000", "--lookups", "50", "--near", "10"],
+    "listings.py": ["--small"],
+    "singlehost.py": ["--small", "--orders", "by-site", "--learner", "on"],
     "killed_feeds.py": ["--pages", "40", "--kill-at", "10", "--batch-items", "5", "--jitter", "0"],
     "mergelog.py": ["--corpus", "{corpus}", "--items", "200", "--rounds", "1"],
     "multisite.py": ["--small", "--orders", "by-site", "--corpus", str(SHIPPED)],
     "pipeline.py": ["--corpus", "{corpus}", "--items", "300", "--baseline-items", "20", "--sample", "20"],
-    "review_pages.py": ["--records", "50", "--rounds", "1"],
+    "review_pages.py": ["--pairs", "5", "--words", "200", "--rounds", "1"],
 }
 #: Scripts run at once: most of a tiny run is waiting (process start-up, a crawl's lease).
 PARALLEL = 4
