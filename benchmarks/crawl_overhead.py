@@ -1,0 +1,205 @@
+"""What the add-on costs a CPU-bound crawl: the crawl's CPU time with and without it, and its log.
+
+    python benchmarks/crawl_overhead.py [--rounds 3] [--indexes sqlite,redis] [--pages-dir DIR]
+
+The pages are tools/make_crawl_pages.py's (written to a temporary directory unless ``--pages-dir``
+holds them): every shared-corpus page on three sites with their own furniture, 3,927 ``file://``
+pages. A Scrapy spider (``CONCURRENT_REQUESTS`` 64, ``LOG_LEVEL`` INFO into a file) requests them
+and yields ``{"url", "host", "body_text": html_text.extract_text(response.text)}``. The host is a
+field (``SIMHASH_HOST_FIELD``) since ``file:`` URLs have none. Three variants, each crawl a process
+of its own in a fresh directory (the index, merge and review logs where the defaults put them):
+
+- ``scrapy``: no pipeline;
+- ``addon``: ``ADDONS = {"scrapy_simhash.Addon": 0}``, every other setting its default;
+- ``pipeline``: the same with ``SIMHASH_BOILERPLATE = False`` (the learner off).
+
+The variants run in turn, ``--rounds`` times (A B C A B C ...), per index: SQLite (the default) and
+Redis (a throwaway redis-server unless ``--redis-url``, keys under a prefix of each run's own).
+Printed per run: the crawl's CPU time (user + sys of the crawl process, from the engine's start to
+its stop: ``resource.getrusage``), items dropped and log bytes; then per variant the median of the
+round-by-round ratios to the ``scrapy`` run of the same round, and log bytes per dropped item above
+that run's log. ``--profile DIR`` also writes a cProfile of every plugin crawl there (slower: read
+shares from it, not ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from make_crawl_pages import MANIFEST, write_pages  # noqa: E402  (tools/make_crawl_pages.py)
+from pipeline import DEFAULT_CORPUS, throwaway_redis  # noqa: E402  (benchmarks/pipeline.py)
+
+VARIANTS = {
+    "scrapy": {},
+    "addon": {"ADDONS": {"scrapy_simhash.Addon": 0}},
+    "pipeline": {"ADDONS": {"scrapy_simhash.Addon": 0}, "SIMHASH_BOILERPLATE": False},
+}
+RESULT = "result: "
+
+
+# --- one crawl, in a process of its own ------------------------------------------------------------
+
+
+def crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Path | None) -> None:
+    """Crawl the pages in the current directory's project data dir; print the result after RESULT."""
+    import html_text
+    from scrapy import Request, Spider
+    from scrapy.crawler import CrawlerProcess
+
+    listed = [line.split("\t") for line in (pages_dir / MANIFEST).read_text(encoding="utf-8").splitlines()]
+
+    class PagesSpider(Spider):
+        name = "overhead"
+
+        async def start(self):
+            for n, (host, url) in enumerate(listed):
+                yield Request(url, priority=-n, cb_kwargs={"host": host})
+
+        def parse(self, response, host: str):
+            yield {"url": response.url, "host": host, "body_text": html_text.extract_text(response.text)}
+
+    settings = {
+        "CONCURRENT_REQUESTS": 64,
+        "LOG_LEVEL": "INFO",
+        "LOG_FILE": "crawl.log",
+        "TELNETCONSOLE_ENABLED": False,
+        "SIMHASH_HOST_FIELD": "host",
+        **VARIANTS[variant],
+        **overrides,
+    }
+    process = CrawlerProcess(settings, install_root_handler=True)
+    crawler = process.create_crawler(PagesSpider)
+    process.crawl(crawler)
+    profiler = cProfile.Profile() if profile else None
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    with profiler or nullcontext():
+        process.start()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    if profiler is not None:
+        profiler.dump_stats(profile)
+    stats = crawler.stats.get_stats()
+    result = {
+        "cpu": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+        "seconds": (stats["finish_time"] - stats["start_time"]).total_seconds(),
+        "pages": stats.get("response_received_count", 0),
+        "scraped": stats.get("item_scraped_count", 0),
+        "dropped": stats.get("item_dropped_count", 0),
+        "unchecked": stats.get("simhash/unchecked", 0),
+    }
+    print(RESULT + json.dumps(result), flush=True)
+
+
+def run_crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Path | None) -> dict[str, Any]:
+    """One crawl in a child process and a fresh directory: its result and its log's size."""
+    with tempfile.TemporaryDirectory() as workdir:
+        command = [sys.executable, __file__, "--crawl", variant, "--pages-dir", str(pages_dir),
+                   "--overrides", json.dumps(overrides)]
+        if profile is not None:
+            command += ["--profile", str(profile)]
+        out = subprocess.run(command, cwd=workdir, check=True, capture_output=True, text=True).stdout
+        result = json.loads(next(line for line in out.splitlines() if line.startswith(RESULT))[len(RESULT):])
+        result["log_bytes"] = (Path(workdir) / "crawl.log").stat().st_size
+    if result["unchecked"]:
+        raise SystemExit(f"INVALID RUN: {variant} passed {result['unchecked']} items on unchecked")
+    return result
+
+
+# --- the comparison --------------------------------------------------------------------------------
+
+
+def compare(pages_dir: Path, index: str, redis_url: str | None, variants: list[str], rounds: int,
+            overrides: dict[str, Any], profile_dir: Path | None) -> None:
+    print(f"\n{index} index")
+    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
+    for turn in range(rounds):
+        for variant in variants:
+            settings = dict(overrides)
+            prefix = f"overhead-{uuid.uuid4().hex[:8]}"
+            if variant != "scrapy" and redis_url is not None:
+                settings |= {"SIMHASH_INDEX_URL": redis_url, "SIMHASH_KEY_PREFIX": prefix + ":{spider}"}
+            profile = profile_dir / f"{index}-{variant}-{turn}.prof" if profile_dir and variant != "scrapy" else None
+            result = run_crawl(pages_dir, variant, settings, profile)
+            if variant != "scrapy" and redis_url is not None:
+                client = redis.Redis.from_url(redis_url)
+                for keys in _chunks(client.scan_iter(f"{prefix}:*", count=1000), 1000):
+                    client.delete(*keys)
+                client.close()
+            runs[variant].append(result)
+            print(f"  round {turn + 1} {variant:8s}: CPU {result['cpu']:6.2f} s ({1e3 * result['cpu'] / result['pages']:.2f}"
+                  f" ms a page), {result['seconds']:5.1f} s, {result['scraped']} kept, {result['dropped']} dropped,"
+                  f" log {result['log_bytes']:,} bytes", flush=True)
+    if "scrapy" not in runs:
+        return
+    for variant in (v for v in variants if v != "scrapy"):
+        ratios = [run["cpu"] / base["cpu"] for run, base in zip(runs[variant], runs["scrapy"])]
+        extra = [(run["log_bytes"] - base["log_bytes"]) / max(run["dropped"], 1)
+                 for run, base in zip(runs[variant], runs["scrapy"])]
+        cost = [(run["cpu"] - base["cpu"]) / run["pages"] for run, base in zip(runs[variant], runs["scrapy"])]
+        print(f"  {variant}: CPU {statistics.median(ratios):.3f}x the crawl without it (pairs "
+              f"{', '.join(f'{r:.3f}' for r in ratios)}), {1e3 * statistics.median(cost):.2f} ms a page;"
+              f" log {statistics.median(extra):,.0f} bytes a dropped item above Scrapy's own")
+
+
+def _chunks(values, size: int):
+    chunk = []
+    for value in values:
+        chunk.append(value)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--pages-dir", type=Path, help="tools/make_crawl_pages.py's output (default: written now)")
+    parser.add_argument("--corpus-pages", type=int, help="only the corpus's first N pages (a quicker run)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--indexes", default="sqlite,redis")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--redis-url", help="default: a throwaway redis-server")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of each plugin crawl here")
+    parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of every crawl")
+    parser.add_argument("--crawl", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--overrides", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    overrides = json.loads(args.overrides) | dict(pair.split("=", 1) for pair in args.settings)
+    if args.crawl:
+        return crawl(args.pages_dir, args.crawl, overrides, args.profile)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    variants = args.variants.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        pages_dir = args.pages_dir
+        if pages_dir is None or not (pages_dir / MANIFEST).exists():
+            pages_dir = pages_dir or Path(tmp)
+            with args.corpus.open(encoding="utf-8") as lines:
+                rows = [json.loads(line) for line in lines][: args.corpus_pages]
+            print(f"{write_pages(rows, pages_dir)} pages written to {pages_dir}")
+        for index in args.indexes.split(","):
+            if index == "redis":
+                with nullcontext(args.redis_url) if args.redis_url else throwaway_redis() as url:
+                    compare(pages_dir, index, url, variants, args.rounds, overrides, args.profile)
+            else:
+                compare(pages_dir, index, None, variants, args.rounds, overrides, args.profile)
+
+
+if __name__ == "__main__":
+    main()
