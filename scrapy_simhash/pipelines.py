@@ -116,6 +116,7 @@ class SimhashPipeline:
         self.stats = crawler.stats
         # Bound once: each attribute access on Scrapy's StatsCollector runs its __getattribute__ hook.
         self._inc = crawler.stats.inc_value
+        self._drop_level = logging.getLevelName(config.drop_log_level)
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         self.signer = Signer(fingerprinter, self.layout, crawler.stats)
         self.retention_classes = frozenset(config.retention or DEFAULT_RETENTION)
@@ -345,14 +346,20 @@ class SimhashPipeline:
         self._inc("simhash/duplicates")
         if self.config.action == "drop":
             self._inc("simhash/dropped")
-            raise DropItem(
-                f"near-duplicate of {printable(match.canonical_id)} (matched {printable(match.matched_id)},"
-                f" distance {match.distance},"
-                f" Jaccard {match.jaccard:.3f})",
-                log_level=self.config.drop_log_level,
-            )
+            reason = (f"near-duplicate {printable(page.id)} of {printable(match.canonical_id)} (matched"
+                      f" {printable(match.matched_id)}, distance {match.distance}, Jaccard {match.jaccard:.3f})")
+            raise self._drop(reason)
         self._annotate(adapter, match)
         return item
+
+    def _drop(self, reason: str) -> DropItem:
+        """One short line a dropped duplicate, and Scrapy's "Dropped:" line, which also logs the whole
+        item, at DEBUG; with SIMHASH_DROP_DEBUG, only Scrapy's line, at the drop level."""
+        level = self.config.drop_log_level
+        if self.config.drop_debug:
+            return DropItem(reason, log_level=level)
+        logger.log(self._drop_level, "Dropped: %(reason)s", {"reason": reason}, extra={"spider": self.crawler.spider})
+        return DropItem(reason, log_level="DEBUG")
 
     def _internal_error(self, item: Any, step: str) -> Any:
         """A bug of ours, or input no check foresaw, must not cost the user the item: pass it on, loudly."""

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "SIMHASH_ACTION": "drop",
     "SIMHASH_ANNOTATION_FIELD": "duplicate_of",
     "SIMHASH_DROP_LOG_LEVEL": "INFO",
+    "SIMHASH_DROP_DEBUG": False,  # True: Scrapy's "Dropped:" line with the whole item, not the short line
     "SIMHASH_MAX_GROUP_WARN": 1000,
     "SIMHASH_SEEN_ACTION": "drop",  # a page the index holds under its id with the same content
     # Index
@@ -192,6 +193,7 @@ class SimhashSettings:
     action: str
     annotation_field: str
     drop_log_level: str
+    drop_debug: bool
     max_group_warn: int
     seen_action: str
     index_url: str
@@ -264,6 +266,7 @@ def read(settings: BaseSettings, spider: str) -> SimhashSettings:
         action=reader.choice("SIMHASH_ACTION", ACTIONS),
         annotation_field=reader.text("SIMHASH_ANNOTATION_FIELD"),
         drop_log_level=reader.choice("SIMHASH_DROP_LOG_LEVEL", LOG_LEVELS),
+        drop_debug=reader.flag("SIMHASH_DROP_DEBUG"),
         max_group_warn=reader.number("SIMHASH_MAX_GROUP_WARN", int, 1),
         seen_action=reader.choice("SIMHASH_SEEN_ACTION", SEEN_ACTIONS),
         index_url=fill(str(index_url)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -58,11 +59,20 @@ def test_fail_mode_closes_the_crawl_and_keeps_the_item(tmp_path):
     assert stats["finish_reason"] == "simhash_index_error" and "Traceback" not in log
 
 
-def test_a_dropped_duplicate_is_one_info_line(tmp_path):
+def test_a_dropped_duplicate_is_one_short_info_line_naming_it_and_its_group(tmp_path):
     stats, log = crawl(tmp_path, ITEMS + COPIES)
-    dropped = lines_with(log, "Dropped: near-duplicate of")
+    dropped = lines_with(log, "Dropped: near-duplicate")
     assert len(dropped) == len(COPIES) == stats["simhash/dropped"]
     assert all("INFO" in line for line in dropped) and not lines_with(log, "WARNING: Dropped")
+    named = {frozenset(re.findall(r"https://\w+/\d", line.partition(" (")[0])) for line in dropped}  # duplicate, group
+    assert named == {frozenset({f"https://site/{i}", f"https://mirror/{i}"}) for i in range(len(COPIES))}
+    assert not any(copy["body_text"][:60] in log for copy in COPIES)  # the item itself is not logged
+
+
+def test_drop_debug_logs_the_whole_dropped_item_too(tmp_path):
+    stats, log = crawl(tmp_path, ITEMS + COPIES, SIMHASH_DROP_DEBUG=True)
+    assert stats["simhash/dropped"] == len(COPIES)
+    assert all(copy["body_text"][:60] in log for copy in COPIES)
 
 
 def test_the_addon_alone_enables_the_pipeline(tmp_path):
