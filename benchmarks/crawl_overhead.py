@@ -139,8 +139,9 @@ def compare(pages_dir: Path, index: str, redis_url: str | None, variants: list[s
                     client.delete(*keys)
                 client.close()
             runs[variant].append(result)
-            print(f"  round {turn + 1} {variant:8s}: CPU {result['cpu']:6.2f} s ({1e3 * result['cpu'] / result['pages']:.2f}"
-                  f" ms a page), {result['seconds']:5.1f} s, {result['scraped']} kept, {result['dropped']} dropped,"
+            per_page = 1e3 * result["cpu"] / result["pages"]
+            print(f"  round {turn + 1} {variant:8s}: CPU {result['cpu']:6.2f} s ({per_page:.2f} ms a page), "
+                  f"{result['seconds']:5.1f} s, {result['scraped']} kept, {result['dropped']} dropped,"
                   f" log {result['log_bytes']:,} bytes", flush=True)
     if "scrapy" not in runs:
         return

@@ -52,8 +52,9 @@ def write_pages(rows: list[dict], out: Path, sites: int = 3, seed: int = 1) -> i
         for row, page in zip(rows, pages, strict=True):
             path = out / host_name(site) / row["release"] / page.path.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"<!DOCTYPE html>\n<html><head><title>{html.escape(row['title'])}</title></head>\n{page.body()}\n"
-                            "</html>\n", encoding="utf-8")
+            title = html.escape(row["title"])
+            path.write_text(f"<!DOCTYPE html>\n<html><head><title>{title}</title></head>\n{page.body()}\n</html>\n",
+                            encoding="utf-8")
             listed.append((host_name(site), path.resolve().as_uri()))
     rng.shuffle(listed)
     (out / MANIFEST).write_text("".join(f"{host}\t{url}\n" for host, url in listed), encoding="utf-8")
