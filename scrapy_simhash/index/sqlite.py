@@ -1,7 +1,9 @@
 """The embedded index: one SQLite file (stdlib sqlite3, WAL), persistent across crawls.
 
 Every statement runs on one dedicated thread so the reactor never blocks; each step that reads then
-writes is one ``BEGIN IMMEDIATE`` transaction, so processes sharing the file keep one canonical per group.
+writes is one ``BEGIN IMMEDIATE`` transaction (a savepoint of one), so processes sharing the file keep
+one canonical per group. The items' steps queued while the thread is busy run together in one
+transaction, one commit and one hop to the thread and back (docs/benchmarks.md "Crawl overhead").
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 
 from scrapy_simhash.index.base import (
@@ -108,6 +110,16 @@ STALL_NOTICE = 5.0
 logger = logging.getLogger(__name__)
 
 
+class _Call(NamedTuple):
+    """A call queued for the index's thread; ``together``: an item's step, run in the transaction of
+    the other steps queued with it."""
+
+    fn: Callable[..., Any]
+    args: tuple
+    future: asyncio.Future[Any]
+    together: bool
+
+
 class SQLiteIndex(Index):
     transient_errors = (sqlite3.OperationalError,)  # "database is locked" and disk I/O hiccups
 
@@ -125,10 +137,90 @@ class SQLiteIndex(Index):
         self.lock_wait = LOCK_WAIT
         self._busy_timeout = 0.0  # the connection's, in seconds
         self._stalled_since: float | None = None  # a wait for another process's lock that was logged
+        self._queued: list[_Call] = []  # calls waiting for the thread, in order
+        self._made = 0.0  # when the oldest of them was made
+        self._draining = False  # the thread has calls, or is about to be given them
+        self._in_steps = False  # the thread is running queued steps in one transaction
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._queue(fn, args, together=False)
+
+    async def _step(self, fn: Callable[..., T], *args: Any) -> T:
+        """An item's step: run in one transaction with the other steps queued with it."""
+        return await self._queue(fn, args, together=True)
+
+    async def _queue(self, fn: Callable[..., T], args: tuple, together: bool) -> T:
+        """Calls queue while the thread is busy, and go to it together once it is free (or at the end of
+        this turn of the loop): one hop each way for all of them, in the order they were made."""
         loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(self._executor.submit(self._in_time, loop, time.monotonic(), fn, *args))
+        if not self._queued:
+            self._made = time.monotonic()
+        self._queued.append(_Call(fn, args, loop.create_future(), together))
+        if not self._draining:
+            self._draining = True
+            loop.call_soon(self._drain, loop)
+        return await self._queued[-1].future
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: hand the queued calls to the thread."""
+        calls, self._queued = self._queued, []
+        if not calls:
+            self._draining = False
+            return
+        try:
+            self._executor.submit(self._run_calls, loop, self._made, calls)
+        except RuntimeError as exc:  # the index is closed
+            self._answer(loop, calls, [(False, exc)] * len(calls))
+
+    def _answer(self, loop: asyncio.AbstractEventLoop, calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
+        """On the loop: each call's result or exception; then the calls queued meanwhile go to the thread."""
+        for call, (ok, value) in zip(calls, outcomes, strict=True):
+            if not call.future.done():  # not cancelled
+                if ok:
+                    call.future.set_result(value)
+                else:
+                    call.future.set_exception(value)
+        self._drain(loop)
+
+    def _run_calls(self, loop: asyncio.AbstractEventLoop, made: float, calls: list[_Call]) -> None:
+        """On the thread: the calls in order, each run of steps in one transaction; the answers go back
+        to the loop in one callback. A call that could not run takes the error that stopped it."""
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            self._in_time(loop, made, self._each, calls, outcomes)
+        except Exception as exc:
+            outcomes += [(False, exc)] * (len(calls) - len(outcomes))
+        if loop.is_running():
+            loop.call_soon_threadsafe(self._answer, loop, calls, outcomes)
+
+    def _each(self, calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
+        """The calls from the first without an outcome: run again after a wait for another process's
+        lock, it resumes at the transaction the lock stopped (rolled back whole)."""
+        while len(outcomes) < len(calls):
+            start = len(outcomes)
+            end = start + 1
+            while calls[start].together and end < len(calls) and calls[end].together:
+                end += 1
+            outcomes += self._together(calls[start:end])
+
+    def _together(self, steps: list[_Call]) -> list[tuple[bool, Any]]:
+        """Each step in a savepoint of one transaction: a step that fails leaves the others' writes;
+        none stands unless the commit does."""
+        if len(steps) == 1:
+            return [_outcome(steps[0])]
+        db = self._connection()
+        db.execute("BEGIN IMMEDIATE")
+        self._in_steps = True
+        try:
+            outcomes = [_outcome(call) for call in steps]
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            self._in_steps = False
+        return outcomes
 
     def _in_time(self, loop: asyncio.AbstractEventLoop, made: float, fn: Callable[..., T], *args: Any) -> T:
         """On the thread: ``fn``, waiting for another process's lock until ``lock_wait`` after the call
@@ -182,8 +274,19 @@ class SQLiteIndex(Index):
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` takes the write lock up front, so a read-then-write of this process can
-        never interleave with another process's; any error rolls the whole step back."""
+        never interleave with another process's; any error rolls the whole step back (to its savepoint,
+        among steps run together)."""
         db = self._connection()
+        if self._in_steps:
+            db.execute("SAVEPOINT step")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK TO step")
+                db.execute("RELEASE step")
+                raise
+            db.execute("RELEASE step")
+            return
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
@@ -204,13 +307,13 @@ class SQLiteIndex(Index):
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
-        lookup = await self._run(self._check_and_add, record, sketch, since)
+        lookup = await self._step(self._check_and_add, record, sketch, since)
         if lookup.added is not None:
             self._stored(record)
         return lookup
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
-        rows = await self._run(self._details, [(c.rid, c.canonical) for c in candidates])
+        rows = await self._step(self._details, [(c.rid, c.canonical) for c in candidates])
         return [
             None if row is None else self._row_details(row, c.key) for row, c in zip(rows, candidates, strict=True)
         ]
@@ -224,21 +327,21 @@ class SQLiteIndex(Index):
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
-        joined = await self._run(self._join, record, sketch, matched.rid, banded)
+        joined = await self._step(self._join, record, sketch, matched.rid, banded)
         if joined.banded:
             self._stored(record)
         return joined
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
-        return await self._run(self._check_and_add_exact, record, digest)
+        return await self._step(self._check_and_add_exact, record, digest)
 
     async def confirm(self, rids: list[int]) -> None:
         if rids:
-            await self._run(self._confirm, rids)
+            await self._step(self._confirm, rids)
 
     async def scraped(self, rids: list[int]) -> None:
         if rids:
-            await self._run(self._scraped, rids)
+            await self._step(self._scraped, rids)
 
     async def remove(self, rid: int) -> bool:
         return await self._run(self._remove, rid)
@@ -643,3 +746,15 @@ class SQLiteIndex(Index):
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it: erased rows must not outlive the erase in the WAL."""
         self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _outcome(call: _Call) -> tuple[bool, Any]:
+    """A call's result or error; another process's lock is raised: the thread waits for it again."""
+    try:
+        return True, call.fn(*call.args)
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc):
+            raise
+        return False, exc
+    except Exception as exc:
+        return False, exc

@@ -114,3 +114,28 @@ async def test_a_wait_for_another_processs_write_lock_is_logged_with_its_cause(t
     [said] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert str(path) in said.getMessage() and "write lock" in said.getMessage()
     assert "another process" in said.getMessage(), said.getMessage()
+
+
+async def test_steps_queued_together_commit_once_and_one_that_fails_leaves_the_others(tmp_path):
+    """An item's steps queued while the index's thread is busy run in one transaction: one commit for
+    all. A step that fails is undone alone; the others' writes stand."""
+    from samples import hashes, record
+
+    from scrapy_simhash.index import Candidate, GroupGone
+
+    index = open_index(f"sqlite:///{tmp_path / 'index.db'}", layout=LAYOUT)
+    await index.open()
+    statements: list[str] = []
+    await index._run(index._db.set_trace_callback, statements.append)  # on the index's thread
+    gone = Candidate(rid=999, group=999, canonical=999, fingerprint=0, equal=0, key=b"", canonical_key=b"")
+    results = await asyncio.gather(
+        *(index.check_and_add(record(f"page-{n}", hashes(n))) for n in range(10)),
+        index.join(record("copy", hashes(0)), gone, banded=True),
+        *(index.check_and_add(record(f"page-{n}", hashes(n))) for n in range(10, 20)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[10], GroupGone)
+    assert all(lookup.added for lookup in results[:10] + results[11:])
+    assert statements.count("COMMIT") == 1
+    assert await index.count() == 20
+    await index.close()
