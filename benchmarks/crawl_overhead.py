@@ -18,7 +18,9 @@ Redis (a throwaway redis-server unless ``--redis-url``, keys under a prefix of e
 Printed per run: the crawl's CPU time (user + sys of the crawl process, from the engine's start to
 its stop: ``resource.getrusage``), items dropped and log bytes; then per variant the median of the
 round-by-round ratios to the ``scrapy`` run of the same round, and log bytes per dropped item above
-that run's log. ``--profile DIR`` also writes a cProfile of every crawl there (the reactor thread's CPU
+that run's log. ``--base-source DIR`` runs each plugin variant a second time in each round with ``scrapy_simhash``
+imported from DIR (a checkout of another commit) and prints the pair ratios of the two commits.
+``--profile DIR`` also writes a cProfile of every crawl there (the reactor thread's CPU
 time; slower: read shares from it, not ratios).
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -50,6 +53,7 @@ VARIANTS = {
     "pipeline": {"ADDONS": {"scrapy_simhash.Addon": 0}, "SIMHASH_BOILERPLATE": False},
 }
 RESULT = "result: "
+AT_BASE = "@base"  # a variant run at the commit --base-source holds
 
 
 # --- one crawl, in a process of its own ------------------------------------------------------------
@@ -104,14 +108,18 @@ def crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Pat
     print(RESULT + json.dumps(result), flush=True)
 
 
-def run_crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Path | None) -> dict[str, Any]:
-    """One crawl in a child process and a fresh directory: its result and its log's size."""
+def run_crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Path | None,
+              source: Path | None = None) -> dict[str, Any]:
+    """One crawl in a child process and a fresh directory (importing scrapy_simhash from ``source`` if
+    given): its result and its log's size."""
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))}
     with tempfile.TemporaryDirectory() as workdir:
         command = [sys.executable, __file__, "--crawl", variant, "--pages-dir", str(pages_dir),
                    "--overrides", json.dumps(overrides)]
         if profile is not None:
             command += ["--profile", str(profile)]
-        out = subprocess.run(command, cwd=workdir, check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(command, cwd=workdir, check=True, capture_output=True, text=True,
+                             env=env if source else None).stdout
         result = json.loads(next(line for line in out.splitlines() if line.startswith(RESULT))[len(RESULT):])
         result["log_bytes"] = (Path(workdir) / "crawl.log").stat().st_size
     if result["unchecked"]:
@@ -123,17 +131,20 @@ def run_crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile:
 
 
 def compare(pages_dir: Path, index: str, redis_url: str | None, variants: list[str], rounds: int,
-            overrides: dict[str, Any], profile_dir: Path | None) -> None:
+            overrides: dict[str, Any], profile_dir: Path | None, base: Path | None) -> None:
     print(f"\n{index} index")
+    if base is not None:  # each plugin variant followed by the same at the other commit
+        variants = [name for v in variants for name in ([v] if v == "scrapy" else [v, f"{v}{AT_BASE}"])]
     runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     for turn in range(rounds):
         for variant in variants:
             settings = dict(overrides)
             prefix = f"overhead-{uuid.uuid4().hex[:8]}"
-            if variant != "scrapy" and redis_url is not None:
+            if variant != "scrapy" and redis_url is not None:  # keys of its own, deleted after it
                 settings |= {"SIMHASH_INDEX_URL": redis_url, "SIMHASH_KEY_PREFIX": prefix + ":{spider}"}
             profile = profile_dir / f"{index}-{variant}-{turn}.prof" if profile_dir else None
-            result = run_crawl(pages_dir, variant, settings, profile)
+            name = variant.removesuffix(AT_BASE)
+            result = run_crawl(pages_dir, name, settings, profile, base if name != variant else None)
             if variant != "scrapy" and redis_url is not None:
                 client = redis.Redis.from_url(redis_url)
                 for keys in _chunks(client.scan_iter(f"{prefix}:*", count=1000), 1000):
@@ -141,19 +152,24 @@ def compare(pages_dir: Path, index: str, redis_url: str | None, variants: list[s
                 client.close()
             runs[variant].append(result)
             per_page = 1e3 * result["cpu"] / result["pages"]
-            print(f"  round {turn + 1} {variant:8s}: CPU {result['cpu']:6.2f} s ({per_page:.2f} ms a page), "
+            print(f"  round {turn + 1} {variant:13s}: CPU {result['cpu']:6.2f} s ({per_page:.2f} ms a page), "
                   f"{result['seconds']:5.1f} s, {result['scraped']} kept, {result['dropped']} dropped,"
                   f" log {result['log_bytes']:,} bytes", flush=True)
     if "scrapy" not in runs:
         return
     for variant in (v for v in variants if v != "scrapy"):
-        ratios = [run["cpu"] / base["cpu"] for run, base in zip(runs[variant], runs["scrapy"])]
-        extra = [(run["log_bytes"] - base["log_bytes"]) / max(run["dropped"], 1)
-                 for run, base in zip(runs[variant], runs["scrapy"])]
-        cost = [(run["cpu"] - base["cpu"]) / run["pages"] for run, base in zip(runs[variant], runs["scrapy"])]
+        ratios = [run["cpu"] / bare["cpu"] for run, bare in zip(runs[variant], runs["scrapy"])]
+        extra = [(run["log_bytes"] - bare["log_bytes"]) / max(run["dropped"], 1)
+                 for run, bare in zip(runs[variant], runs["scrapy"])]
+        cost = [(run["cpu"] - bare["cpu"]) / run["pages"] for run, bare in zip(runs[variant], runs["scrapy"])]
         print(f"  {variant}: CPU {statistics.median(ratios):.3f}x the crawl without it (pairs "
               f"{', '.join(f'{r:.3f}' for r in ratios)}), {1e3 * statistics.median(cost):.2f} ms a page;"
               f" log {statistics.median(extra):,.0f} bytes a dropped item above Scrapy's own")
+        if variant.endswith(AT_BASE) or f"{variant}{AT_BASE}" not in runs:
+            continue
+        against = [run["cpu"] / other["cpu"] for run, other in zip(runs[variant], runs[f"{variant}{AT_BASE}"])]
+        print(f"  {variant} against {variant}{AT_BASE}: CPU {statistics.median(against):.3f}x (pairs "
+              f"{', '.join(f'{r:.3f}' for r in against)})")
 
 
 def _chunks(values, size: int):
@@ -176,6 +192,8 @@ def main() -> None:
     parser.add_argument("--indexes", default="sqlite,redis")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--redis-url", help="default: a throwaway redis-server")
+    parser.add_argument("--base-source", type=Path, metavar="DIR",
+                        help="also run each plugin variant with scrapy_simhash imported from DIR (another commit)")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of each crawl here")
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of every crawl")
@@ -198,9 +216,9 @@ def main() -> None:
         for index in args.indexes.split(","):
             if index == "redis":
                 with nullcontext(args.redis_url) if args.redis_url else throwaway_redis() as url:
-                    compare(pages_dir, index, url, variants, args.rounds, overrides, args.profile)
+                    compare(pages_dir, index, url, variants, args.rounds, overrides, args.profile, args.base_source)
             else:
-                compare(pages_dir, index, None, variants, args.rounds, overrides, args.profile)
+                compare(pages_dir, index, None, variants, args.rounds, overrides, args.profile, args.base_source)
 
 
 if __name__ == "__main__":
