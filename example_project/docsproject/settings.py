@@ -21,7 +21,7 @@ SIMHASH_INDEX_URL = f"sqlite:///{OUTPUT}/{{spider}}.sqlite3"
 SIMHASH_MERGE_LOG = f"{OUTPUT}/{{spider}}-merges.jsonl"
 SIMHASH_REVIEW_LOG = f"{OUTPUT}/{{spider}}-review.jsonl"
 
-# A dropped copy is logged at INFO with the whole item by default: quieter here.
+# A dropped copy is one short line at INFO by default: quieter here.
 SIMHASH_DROP_LOG_LEVEL = "DEBUG"
 LOG_LEVEL = "INFO"
 ROBOTSTXT_OBEY = False
