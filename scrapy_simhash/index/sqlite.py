@@ -139,7 +139,9 @@ class SQLiteIndex(Index):
         self._stalled_since: float | None = None  # a wait for another process's lock that was logged
         self._queued: list[_Call] = []  # calls waiting for the thread, in order
         self._made = 0.0  # when the oldest of them was made
-        self._draining = False  # the thread has calls, or is about to be given them
+        # The loop whose calls the thread has, or is about to be given: a loop of its own (a test's
+        # next one) hands its calls over itself, whatever became of a closed loop's.
+        self._draining: asyncio.AbstractEventLoop | None = None
         self._in_steps = False  # the thread is running queued steps in one transaction
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -156,8 +158,8 @@ class SQLiteIndex(Index):
         if not self._queued:
             self._made = time.monotonic()
         self._queued.append(_Call(fn, args, loop.create_future(), together))
-        if not self._draining:
-            self._draining = True
+        if self._draining is not loop:
+            self._draining = loop
             loop.call_soon(self._drain, loop)
         return await self._queued[-1].future
 
@@ -165,7 +167,7 @@ class SQLiteIndex(Index):
         """On the loop: hand the queued calls to the thread."""
         calls, self._queued = self._queued, []
         if not calls:
-            self._draining = False
+            self._draining = None
             return
         try:
             self._executor.submit(self._run_calls, loop, self._made, calls)
@@ -190,8 +192,10 @@ class SQLiteIndex(Index):
             self._in_time(loop, made, self._each, calls, outcomes)
         except Exception as exc:
             outcomes += [(False, exc)] * (len(calls) - len(outcomes))
-        if loop.is_running():
+        try:  # a stopped loop gets them when it runs again
             loop.call_soon_threadsafe(self._answer, loop, calls, outcomes)
+        except RuntimeError:  # the loop is closed: nothing waits for them
+            pass
 
     def _each(self, calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
         """The calls from the first without an outcome: run again after a wait for another process's
