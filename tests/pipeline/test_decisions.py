@@ -40,7 +40,8 @@ async def test_a_near_duplicate_is_dropped_naming_its_canonical(settings, tmp_pa
     text = article(1)
     try:
         assert await feed(pipeline, {"url": "https://a.example/p", "body_text": text})
-        with pytest.raises(DropItem, match=r"near-duplicate of https://a\.example/p \(matched https://a\.example/p"):
+        named = r"near-duplicate https://b\.example/copy of https://a\.example/p \(matched https://a\.example/p"
+        with pytest.raises(DropItem, match=named):
             await pipeline.process_item({"url": "https://b.example/copy", "body_text": edited(text)})
     finally:
         await pipeline.close_spider()
