@@ -341,7 +341,7 @@ class SimhashPipeline:
         if match is SEEN:
             if self.config.seen_action == "pass":
                 return item
-            raise DropItem(f"seen before, unchanged: {page.id}", log_level=self.config.drop_log_level)
+            raise self._drop(f"seen before, unchanged: {page.id}")
         assert isinstance(match, Match)
         self._inc("simhash/duplicates")
         if self.config.action == "drop":
