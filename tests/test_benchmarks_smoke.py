@@ -24,6 +24,7 @@ TINY: dict[str, list[str]] = {
     "calibrate.py": ["--corpus", "{corpus}", "--thresholds", "0.82", "--out", "{tmp}/table.json"],
     "concurrency.py": ["--corpus", "{corpus}", "--items", "150", "--processes", "2", "--in-flight", "8",
                        "--backend", "redis"],
+    "crawl_overhead.py": ["--corpus", "{corpus}", "--corpus-pages", "10", "--rounds", "1", "--indexes", "sqlite"],
     "crawl_in_flight.py": ["--corpus", "{corpus}", "--pages", "20"],
     "fingerprint.py": ["--corpus", "{corpus}", "--repeat", "1", "--pieces", "8", "--naive-every", "100",
                        "--edits", "10"],
