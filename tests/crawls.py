@@ -45,3 +45,31 @@ def wait_for(process: subprocess.Popen, done: Callable[[str], bool], what: str, 
             process.stderr.read() if process.stderr else b""
         ).decode(errors="replace")[-2000:]
         pending += chunk
+
+
+def crawl_at_once(tmp_path: Path, streams: list[list[dict]], **settings) -> list[Path]:
+    """One crawler process a stream, all ingesting at the same moment (``STREAM_BARRIER``); the
+    folders they wrote to (``kept.jsonl``, ``merges.jsonl``, ``stats.json``), once every one is done."""
+    overrides = json.dumps({**settings, "STREAM_BARRIER": True})
+    processes, outs = [], []
+    for crawler, items in enumerate(streams):
+        out = tmp_path / f"crawler{crawler}"
+        out.mkdir()
+        (out / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+        command = [sys.executable, str(DRIVER), str(out / "items.jsonl"), str(out), overrides]
+        processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE))
+        outs.append(out)
+    try:
+        for process in processes:
+            wait_for(process, lambda line: line == "ready", "every crawler ready")
+        for process in processes:  # go
+            process.stdin.write(b"go\n")
+            process.stdin.close()
+        for process in processes:
+            assert process.wait(timeout=300) == 0, process.stderr.read().decode()[-3000:]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    return outs

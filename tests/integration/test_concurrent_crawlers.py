@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from crawls import wait_for
+from crawls import crawl_at_once
 from texts import article, edited
 
 from scrapy_simhash.mergelog import read_merge_log
@@ -26,7 +23,6 @@ pytestmark = pytest.mark.slow
 CRAWLERS = 3
 CLUSTERS = 20
 COPIES = 4  # per cluster and crawler
-DRIVER = Path(__file__).with_name("crawl_stream.py")
 
 
 def crawler_stream(crawler: int) -> list[dict]:
@@ -57,30 +53,8 @@ def index_url(request, tmp_path) -> str:
 
 
 def test_crawler_processes_keep_one_canonical_per_cluster(index_url, tmp_path):
-    settings = json.dumps({"SIMHASH_INDEX_URL": index_url, "SIMHASH_BOILERPLATE": False, "CONCURRENT_REQUESTS": 64,
-                           "STREAM_BARRIER": True})
-    processes, outs = [], []
-    for crawler in range(CRAWLERS):
-        out = tmp_path / f"crawler{crawler}"
-        out.mkdir()
-        items = out / "items.jsonl"
-        items.write_text("".join(json.dumps(item) + "\n" for item in crawler_stream(crawler)))
-        command = [sys.executable, str(DRIVER), str(items), str(out), settings]
-        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        processes.append(subprocess.Popen(command, **pipes))
-        outs.append(out)
-    try:
-        for process in processes:
-            wait_for(process, lambda line: line == "ready", "every crawler ready")
-        for process in processes:  # go
-            process.stdin.write(b"go\n")
-            process.stdin.close()
-        for process in processes:
-            assert process.wait(timeout=300) == 0, process.stderr.read().decode()[-3000:]
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
+    outs = crawl_at_once(tmp_path, [crawler_stream(crawler) for crawler in range(CRAWLERS)],
+                         SIMHASH_INDEX_URL=index_url, SIMHASH_BOILERPLATE=False, CONCURRENT_REQUESTS=64)
 
     kept = [json.loads(line) for out in outs for line in (out / "kept.jsonl").read_text().splitlines()]
     merges = [entry for out in outs for entry in read_merge_log(str(out / "merges.jsonl"))]

@@ -7,18 +7,14 @@ stored is the one both strip with, so no page is kept by both crawls.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from crawls import wait_for
+from crawls import crawl_at_once
 from texts import article
 
 pytestmark = pytest.mark.slow
 
-DRIVER = Path(__file__).with_name("crawl_stream.py")
 STORIES = 24
 STATEMENT = article(9000, words=120, paragraph=30).split("\n")  # quoted by every third story
 
@@ -38,29 +34,8 @@ def test_two_learning_crawls_keep_no_page_twice(throwaway_redis, tmp_path):
     others = [n for n in range(STORIES) if n % 3]
     # The first crawl's sample quotes the statement on every page, the second's never does.
     orders = [quoting + others, others + quoting[::-1]]
-    settings = json.dumps({"SIMHASH_INDEX_URL": throwaway_redis.url, "SIMHASH_BOILERPLATE": True,
-                           "STREAM_BARRIER": True, "CONCURRENT_REQUESTS": 3})
-    processes, outs = [], []
-    for crawler, order in enumerate(orders):
-        out = tmp_path / f"crawler{crawler}"
-        out.mkdir()
-        (out / "items.jsonl").write_text("".join(json.dumps(story(n)) + "\n" for n in order))
-        command = [sys.executable, str(DRIVER), str(out / "items.jsonl"), str(out), settings]
-        processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE))
-        outs.append(out)
-    try:
-        for process in processes:
-            wait_for(process, lambda line: line == "ready", "every crawler ready")
-        for process in processes:
-            process.stdin.write(b"go\n")
-            process.stdin.close()
-        for process in processes:
-            assert process.wait(timeout=300) == 0, process.stderr.read().decode()[-3000:]
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
+    outs = crawl_at_once(tmp_path, [[story(n) for n in order] for order in orders],
+                         SIMHASH_INDEX_URL=throwaway_redis.url, SIMHASH_BOILERPLATE=True, CONCURRENT_REQUESTS=3)
     kept = Counter(json.loads(line)["url"] for out in outs for line in (out / "kept.jsonl").read_text().splitlines())
     stats = [json.loads((out / "stats.json").read_text()) for out in outs]
     # One crawl strips with the other's furniture: adopted after learning its own, or loaded when the
