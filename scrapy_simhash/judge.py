@@ -140,7 +140,7 @@ async def verify(
             left_out = own if data.host == record.host else np.union1d(own, await furniture(data.host))
             ours, theirs = hashes_without(ours, left_out), hashes_without(theirs, left_out)
         verified = _guarded(record, data, Verified(candidate, data, jaccard_hashes(ours, theirs)), threshold)
-        if verified.jaccard < threshold or verified.guarded:
+        if verified.jaccard < threshold:  # a guarded pair's whole texts are under it
             rejected.append(verified)
             continue
         if best is None or verified.jaccard > best.jaccard:
