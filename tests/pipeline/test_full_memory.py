@@ -58,7 +58,7 @@ def merged_duplicates(server) -> set[str]:
 async def test_a_join_whose_record_and_undo_were_refused_is_undone_once_memory_is_freed(throwaway_redis, caplog):
     body = article(4301)
     pipeline = await open_pipeline(settings(throwaway_redis))
-    write = pipeline.merge_log.write
+    write = pipeline.logs.merge_log.write
 
     async def write_when_full(records):
         full(throwaway_redis)  # the join went through; the server fills before its merge record
@@ -67,9 +67,9 @@ async def test_a_join_whose_record_and_undo_were_refused_is_undone_once_memory_i
     with caplog.at_level(logging.WARNING):
         try:
             assert await feed(pipeline, {"url": "https://a.example/1", "body_text": body})
-            pipeline.merge_log.write = write_when_full
+            pipeline.logs.merge_log.write = write_when_full
             assert await feed(pipeline, {"url": "https://b.example/1", "body_text": body})  # kept: not recorded
-            pipeline.merge_log.write = write
+            pipeline.logs.merge_log.write = write
             [undo] = [r.getMessage() for r in caplog.records if "undo the join" in r.getMessage()]
             assert "https://b.example/1" in undo and "OutOfMemoryError" in undo
             freed(throwaway_redis)
@@ -98,10 +98,10 @@ async def test_each_kind_of_refused_write_is_said_once_and_a_rerun_settles_every
             full(throwaway_redis)
             for item in first[:2]:  # their confirmations are refused
                 pipeline.crawler.signals.send_catch_log(signals.item_scraped, item=item, response=None, spider=None)
-            await pipeline._flush_confirmations()
+            await pipeline.upkeep.flush_confirmations()
             for item in first[2:] + copies:
                 await feed(pipeline, item)
-            await pipeline._flush_confirmations()
+            await pipeline.upkeep.flush_confirmations()
         finally:
             await pipeline.close_spider()
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

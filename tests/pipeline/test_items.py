@@ -233,7 +233,7 @@ async def test_retention_expires_groups_from_the_index_and_their_records_from_th
         merges = tmp_path / "merges.jsonl"
         original = merges.read_text()
         merges.write_text(re.sub(r'("timestamp": ?")20', r"\g<1>19", original, count=1))  # its record, old
-        await pipeline._expire()
+        await pipeline.upkeep.expire()
         assert await index.records("u1") == [] and await index.records("k1")
     finally:
         await pipeline.close_spider()
