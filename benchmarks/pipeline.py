@@ -188,7 +188,7 @@ def hand_out_presigned(pipeline: SimhashPipeline, items: Iterable[dict]) -> None
     """Sign now every text the pipeline will sign for ``items`` and have its signer hand those
     signatures out: the timed run then costs what it would if fingerprinting cost nothing."""
     signer = pipeline.signer
-    texts = list({pipeline._page(ItemAdapter(item)).text: None for item in items})
+    texts = list({pipeline.reader.page(ItemAdapter(item)).text: None for item in items})
     signed = dict(zip(texts, signer.sign_all(texts)))
     sign_batch = signer._sign_batch
     signer._sign_batch = lambda batch: [signed.get(text) or sign_batch([text])[0] for text in batch]

@@ -19,14 +19,14 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.configured import configured_layout, configured_logs
-from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
+from scrapy_simhash.extract import BadFieldError, exact_digest
 from scrapy_simhash.fingerprint import Fingerprinter, verification_hashes
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexCorrupt, Record
-from scrapy_simhash.index.retention import DEFAULT_RETENTION
 from scrapy_simhash.judge import InFlightElsewhere, Placement, place, place_exact
 from scrapy_simhash.mergelog import Rule
 from scrapy_simhash.mergelog.writer import DecisionLogs, LogUnusable, MergeNotLogged
+from scrapy_simhash.page_reader import Page, PageReader
 from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.reset import reset
@@ -45,19 +45,6 @@ logger = logging.getLogger(__name__)
 DISTANCE_FIELD = "simhash_distance"
 JACCARD_FIELD = "jaccard"
 FINGERPRINT_FIELD = "fingerprint"
-# Items looked at before saying that none of them has any SIMHASH_FIELDS field.
-FIELD_CHECK_ITEMS = 20
-
-
-@dataclass(frozen=True)
-class Page:
-    """What the pipeline judges of an item: plain values, taken from the item once."""
-
-    id: str
-    url: str
-    host: str
-    retention: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -111,19 +98,16 @@ class SimhashPipeline:
         self._drop_level = logging.getLevelName(config.drop_log_level)
         fingerprinter = Fingerprinter(width=config.shingle_width, weighting=config.weighting)
         self.signer = Signer(fingerprinter, self.layout, crawler.stats)
-        self.retention_classes = frozenset(config.retention or DEFAULT_RETENTION)
+        self.reader = PageReader(crawler, config)
         self.learner = BoilerplateLearner(crawler, config) if config.boilerplate else None
         self.index: GuardedIndex | None = None
         self.logs = DecisionLogs(crawler, config, configured_logs(config), self.layout, self._warn_once,
                                  self._cannot_open)
-        self.upkeep = IndexUpkeep(crawler, config, self.logs, lambda item: self._page_id(ItemAdapter(item)),
+        self.upkeep = IndexUpkeep(crawler, config, self.logs, lambda item: self.reader.page_id(ItemAdapter(item)),
                                   self._warn_once, self._cannot_open)
         self._closing: asyncio.Future[None] | None = None
         self._warned: set[str] = set()
         self._unchecked: Counter[str] = Counter()
-        self._fields_seen: Counter[str] = Counter()
-        self._fields_given = crawler.settings.getpriority("SIMHASH_FIELDS") is not None
-        self._items_checked = 0
         self._largest_group = 0
         self._usable = True
 
@@ -184,8 +168,7 @@ class SimhashPipeline:
             if self.learner is not None:
                 await self.learner.close()
             await self.upkeep.flush_confirmations(closing=self.upkeep.deliveries is None)
-            if 0 < self._items_checked < FIELD_CHECK_ITEMS:  # a crawl shorter than the early check
-                self._say_missing_fields()
+            self.reader.close()
             await self.logs.close()
             if self._unchecked:
                 logger.warning(
@@ -209,8 +192,8 @@ class SimhashPipeline:
             if not is_item(item):
                 raise BadFieldError(f"{type(item).__name__} is not an item type itemadapter supports")
             adapter = ItemAdapter(item)
-            self._check_fields(adapter)
-            page = self._page(adapter)
+            self.reader.check_fields(adapter)
+            page = self.reader.page(adapter)
         except BadFieldError as exc:
             self._inc("simhash/bad_fields")
             return self._pass_unchecked(item, "unreadable field", str(exc))
@@ -264,66 +247,6 @@ class SimhashPipeline:
         logger.exception("Could not %(step)s an item; passing it on unchecked", {"step": step},
                          extra={"spider": self.crawler.spider})
         return self._pass_unchecked(item, "internal error", "logged above", logged=True)
-
-    def _check_fields(self, adapter: ItemAdapter) -> None:
-        """Count items without any field SIMHASH_FIELDS names, and say once, early, which fields none
-        of the first items has (:meth:`_say_missing_fields`)."""
-        present = [name for name in self.config.fields if not _empty(adapter.get(name))]
-        if not present:
-            self._inc("simhash/items_without_fields")
-        if self._items_checked >= FIELD_CHECK_ITEMS:
-            return
-        self._items_checked += 1
-        self._fields_seen.update(present)
-        self._fields_seen.update(f"item:{name}" for name in adapter.keys())
-        if self._items_checked == FIELD_CHECK_ITEMS:
-            self._say_missing_fields()
-
-    def _say_missing_fields(self) -> None:
-        """No first item has any of the fields: nothing is compared. A field of a list the user gave
-        that none has (a typo): items are compared on the others, perhaps a title alone. (The default
-        list's fields are each optional.)"""
-        missing = [name for name in self.config.fields if not self._fields_seen[name]]
-        if not missing or len(missing) < len(self.config.fields) and not self._fields_given:
-            return
-        have = ", ".join(sorted(name.removeprefix("item:") for name in self._fields_seen if name.startswith("item:")))
-        consequence = "nothing is compared" if len(missing) == len(self.config.fields) else "compared without it"
-        logger.warning(
-            "None of the first %(count)d items has the field(s) %(fields)s that SIMHASH_FIELDS names: "
-            "%(consequence)s. The items have: %(have)s",
-            {"count": self._items_checked, "fields": missing, "consequence": consequence, "have": have},
-            extra={"spider": self.crawler.spider},
-        )
-
-    def _page(self, adapter: ItemAdapter) -> Page:
-        config = self.config
-        text, truncated = extract_text(adapter, config.fields, config.html_fields, config.max_chars)
-        if truncated:
-            self._inc("simhash/truncated")
-        url = field_value(adapter, config.url_field)
-        retention = field_value(adapter, config.retention_field) or "default"
-        if retention not in self.retention_classes:
-            known = sorted(self.retention_classes)
-            raise BadFieldError(f"unknown retention class {retention!r} (SIMHASH_RETENTION: {known})")
-        host = field_value(adapter, config.host_field) if config.host_field else host_of(url)
-        return Page(
-            id=self._page_id(adapter, text),
-            url=url,
-            host=host,
-            retention=retention,
-            text=text,
-        )
-
-    def _page_id(self, adapter: ItemAdapter, text: str | None = None) -> str:
-        """What a page's records are kept under: its SIMHASH_ID_FIELD, else its URL, else a digest of
-        its text (``text``, or extracted again)."""
-        config = self.config
-        found = field_value(adapter, config.id_field or config.url_field)
-        if found:
-            return found
-        if text is None:
-            text = extract_text(adapter, config.fields, config.html_fields, config.max_chars).text
-        return f"digest:{exact_digest(text).hex()}"
 
     def _pass_unchecked(self, item: Any, reason: str, detail: str, logged: bool = False) -> Any:
         """Pass an item on unjudged: counted; the first of each reason logged, the rest summed up at close."""
@@ -472,12 +395,6 @@ class SimhashPipeline:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, args, extra={"spider": self.crawler.spider})
-
-
-def _empty(value: Any) -> bool:
-    """No value in a field: absent, None, or an empty string or list (any other value counts: its
-    reading says what is wrong with it)."""
-    return value is None or isinstance(value, (str, bytes, list, tuple)) and len(value) == 0
 
 
 def _truthy(value: Any) -> bool:
