@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from scrapy_simhash.configured import configured_index
+from scrapy_simhash.configured import configured_index, configured_logs
 from scrapy_simhash.index import Erased
 from scrapy_simhash.mergelog import LogRewrite, erase_pages
 from scrapy_simhash.redis_url import client_url, is_redis, mask_url, sync_client
-from scrapy_simhash.settings import SimhashSettings, stream_key
+from scrapy_simhash.settings import SimhashSettings
 
 __all__ = ["Erasure", "ErasureIncomplete", "connection_urls", "erase"]
 
@@ -56,9 +56,8 @@ async def erase(config: SimhashSettings, key: str) -> Erasure:
         await index.close()
     pages = result.pages | {key}
     try:
-        for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
-            if uri:
-                result.logs[kind] = await erase_pages(uri, pages, stream_key(config, kind))
+        for log in configured_logs(config):
+            result.logs[log.kind] = await erase_pages(log.uri, pages, log.default_stream)
     except Exception as exc:
         raise ErasureIncomplete(sorted(pages), exc) from exc
     for url in connection_urls([config.index_url, config.merge_log or "", config.review_log or ""]):

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from scrapy_simhash.configured import configured_logs
 from scrapy_simhash.mergelog import log_store
 from scrapy_simhash.mergelog.jsonlines import FileStore
 from scrapy_simhash.mergelog.stream import StreamStore
 from scrapy_simhash.redis_url import async_client, is_cluster, mask_url
-from scrapy_simhash.settings import SimhashSettings, stream_key
+from scrapy_simhash.settings import SimhashSettings
 
 __all__ = ["Reset", "data_key_patterns", "reset", "targets"]
 
@@ -53,9 +54,8 @@ def data_key_patterns(key_prefix: str) -> list[str]:
 def targets(config: SimhashSettings) -> list[str]:
     """What a reset of this spider removes, in words, for the confirmation question."""
     out = [_index_target(config)]
-    for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
-        if uri:
-            out.append(f"{kind} log {log_store(uri, stream_key(config, kind)).where}")
+    for log in configured_logs(config):
+        out.append(f"{log.kind} log {log_store(log.uri, log.default_stream).where}")
     return out
 
 
@@ -72,9 +72,8 @@ def _sqlite_path(url: str) -> str:
 async def reset(config: SimhashSettings) -> Reset:
     """Empty the spider's index and its merge and review logs; what is absent already is no error."""
     done = Reset()
-    for uri, kind in ((config.merge_log, "merges"), (config.review_log, "review")):
-        if uri:  # first: a default stream is a key under the index's prefix
-            done.removed.append(await _empty_log(uri, stream_key(config, kind), kind))
+    for log in configured_logs(config):  # first: a default stream is a key under the index's prefix
+        done.removed.append(await _empty_log(log.uri, log.default_stream, log.kind))
     if urlsplit(config.index_url).scheme == "sqlite":
         path = _sqlite_path(config.index_url)
         removed = sum(_unlink(path + suffix) for suffix in SQLITE_SIDE_FILES) if path else 0

@@ -17,10 +17,10 @@ from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 
 from scrapy_simhash.boilerplate import BlobError, Furniture, decode
-from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.commands import LineBreaksHelpFormatter
+from scrapy_simhash.configured import configured_index
 from scrapy_simhash.guard import IndexUnavailable
-from scrapy_simhash.index import IndexNotFound, IndexOpenError, open_index
+from scrapy_simhash.index import IndexNotFound, IndexOpenError
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.review import (
@@ -207,10 +207,9 @@ def project_feeds(settings: BaseSettings, spider: str | None) -> list[str]:
 def load_furniture(config: SimhashSettings, hosts: Collection[str]) -> tuple[dict[str, Furniture] | None, str]:
     """Each host's furniture as the crawl's index holds it (hosts it has none for are left out), or
     None and why it cannot be read."""
-    layout = layout_for(config.jaccard_threshold, config.target_recall, config.layout)
 
     async def load() -> dict[str, Furniture]:
-        index = open_index(config.index_url, layout=layout, key_prefix=config.key_prefix, create=False)
+        index = configured_index(config, create=False)
         try:
             await index.open()
             found = {}
