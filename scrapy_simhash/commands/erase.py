@@ -9,7 +9,7 @@ import sys
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.erase import ErasureIncomplete, erase
+from scrapy_simhash.offline.erase import ErasureIncomplete, erase
 from scrapy_simhash.index import IndexNotFound
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import read

@@ -14,7 +14,7 @@ from scrapy.exceptions import UsageError
 
 from scrapy_simhash.configured import configured_layout
 from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
-from scrapy_simhash.evaluate import (
+from scrapy_simhash.offline.evaluate import (
     THRESHOLDS,
     Configuration,
     format_item_runs,
@@ -28,7 +28,7 @@ from scrapy_simhash.evaluate import (
 )
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.layout import Layout
-from scrapy_simhash.progress import progress
+from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.settings import DEFAULTS, read
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.mergelog import read_merge_log
-from scrapy_simhash.progress import progress
-from scrapy_simhash.reevaluate import format_flips, replay
+from scrapy_simhash.offline.progress import progress
+from scrapy_simhash.offline.reevaluate import format_flips, replay
 
 
 class Command(ScrapyCommand):

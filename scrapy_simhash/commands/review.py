@@ -23,7 +23,7 @@ from scrapy_simhash.guard import IndexUnavailable
 from scrapy_simhash.index import IndexNotFound, IndexOpenError
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.redis_url import mask_url
-from scrapy_simhash.review import (
+from scrapy_simhash.offline.review import (
     PER_PAGE,
     TextFinder,
     feed_pages,
@@ -37,7 +37,7 @@ from scrapy_simhash.review import (
     review_records,
     review_texts,
 )
-from scrapy_simhash.progress import progress
+from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.settings import SimhashSettings, read
 
 FEED_FORMATS = ("json", "jsonlines", "jl")

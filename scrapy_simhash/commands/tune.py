@@ -9,10 +9,10 @@ from scrapy.exceptions import UsageError
 
 from scrapy_simhash.calibration import calibrated_layout
 from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
-from scrapy_simhash.evaluate import read_documents
+from scrapy_simhash.offline.evaluate import read_documents
 from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.settings import read
-from scrapy_simhash.tune import (
+from scrapy_simhash.offline.tune import (
     GRID,
     LOGGED_TOLERANCE,
     format_separations,

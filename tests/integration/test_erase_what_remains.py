@@ -10,7 +10,7 @@ import pytest
 from pipeline_harness import feed, open_pipeline
 from texts import article
 
-from scrapy_simhash.erase import erase
+from scrapy_simhash.offline.erase import erase
 from scrapy_simhash.index import open_index
 
 pytestmark = pytest.mark.redis

@@ -14,7 +14,7 @@ from pipeline_harness import feed, open_pipeline
 from redis_servers import value_of
 from texts import article
 
-from scrapy_simhash.erase import erase
+from scrapy_simhash.offline.erase import erase
 from scrapy_simhash.mergelog import read_merge_log
 
 VICTIM = "https://victim.example/private-page"

@@ -15,7 +15,7 @@ from samples import LAYOUT, hashes, near
 from texts import article, edited
 
 from scrapy_simhash.calibration import layout_for
-from scrapy_simhash.evaluate import (
+from scrapy_simhash.offline.evaluate import (
     Configuration,
     Scores,
     ground_truth,

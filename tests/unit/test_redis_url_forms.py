@@ -87,7 +87,7 @@ def test_a_password_in_any_place_is_masked_whole(url, masked) -> None:
 def test_a_stream_url_reaches_redis_with_its_credentials_as_written() -> None:
     """What an erasure connects to for a log is the log's URL less the stream's own options, the rest
     byte for byte (a decoded password put back unencoded was another password)."""
-    from scrapy_simhash.erase import connection_urls
+    from scrapy_simhash.offline.erase import connection_urls
 
     encoded = quote(PASSWORD, safe="")
     url = f"redis://127.0.0.1:1/0?password={encoded}&stream=s&maxlen=5&max_connections=2"

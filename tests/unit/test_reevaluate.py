@@ -11,7 +11,7 @@ import tracemalloc
 import pytest
 
 from scrapy_simhash.mergelog import Rule, merge_record
-from scrapy_simhash.reevaluate import format_flips, replay
+from scrapy_simhash.offline.reevaluate import format_flips, replay
 
 RULE = Rule(jaccard_threshold=0.82, layout={"kind": "minhash", "bands": 16, "rows": 4}, shingle_width=4,
             weighting="frequency", fingerprint_version=2, boilerplate_version=0)

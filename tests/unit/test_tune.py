@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.tune import ScoredPair, read_labelled, recommend, score_pairs, separations
+from scrapy_simhash.offline.tune import ScoredPair, read_labelled, recommend, score_pairs, separations
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "labelled.jsonl"
 
