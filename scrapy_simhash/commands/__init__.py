@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from scrapy.commands import ScrapyHelpFormatter
+from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
+
+
+class SimhashCommand(ScrapyCommand):
+    """What every simhash command shares: it runs no crawl, and it prints its own results, so only
+    Scrapy's warnings are logged."""
+
+    requires_crawler_process = False
+    default_settings = {"LOG_LEVEL": "WARNING"}
 
 
 class LineBreaksHelpFormatter(ScrapyHelpFormatter, argparse.RawDescriptionHelpFormatter):

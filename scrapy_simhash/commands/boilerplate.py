@@ -6,20 +6,17 @@ import argparse
 import asyncio
 from urllib.parse import urlsplit
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.boilerplate import BlobError, decode
+from scrapy_simhash.commands import SimhashCommand
 from scrapy_simhash.configured import configured_index
 from scrapy_simhash.index import IndexNotFound
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import SimhashSettings, read
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] HOST"
 

@@ -6,19 +6,16 @@ import argparse
 import asyncio
 import sys
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from scrapy_simhash.offline.erase import ErasureIncomplete, erase
+from scrapy_simhash.commands import SimhashCommand
 from scrapy_simhash.index import IndexNotFound
+from scrapy_simhash.offline.erase import ErasureIncomplete, erase
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import read
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] ID|URL"
 

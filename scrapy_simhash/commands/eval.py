@@ -9,11 +9,12 @@ import logging
 import time
 from collections import Counter
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from scrapy_simhash.commands import LineBreaksHelpFormatter, SimhashCommand, number_list
 from scrapy_simhash.configured import configured_layout
-from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
+from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.layout import Layout
 from scrapy_simhash.offline.evaluate import (
     THRESHOLDS,
     Configuration,
@@ -26,18 +27,13 @@ from scrapy_simhash.offline.evaluate import (
     run_items,
     run_pairs,
 )
-from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.layout import Layout
 from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.settings import DEFAULTS, read
 
 logger = logging.getLogger(__name__)
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] CORPUS.jsonl"
 

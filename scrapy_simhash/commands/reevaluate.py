@@ -6,18 +6,15 @@ import argparse
 
 import redis
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from scrapy_simhash.commands import SimhashCommand
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.offline.reevaluate import format_flips, replay
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] MERGELOG --threshold X"
 

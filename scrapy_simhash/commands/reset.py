@@ -6,17 +6,14 @@ import argparse
 import asyncio
 import sys
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from scrapy_simhash.commands import SimhashCommand
 from scrapy_simhash.reset import reset, targets
 from scrapy_simhash.settings import read
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "--spider NAME [--yes]"
 

@@ -11,18 +11,17 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 
 from scrapy_simhash.boilerplate import BlobError, Furniture, decode
-from scrapy_simhash.commands import LineBreaksHelpFormatter
+from scrapy_simhash.commands import LineBreaksHelpFormatter, SimhashCommand
 from scrapy_simhash.configured import configured_index
 from scrapy_simhash.guard import IndexUnavailable
 from scrapy_simhash.index import IndexNotFound, IndexOpenError
 from scrapy_simhash.mergelog import read_merge_log
-from scrapy_simhash.redis_url import mask_url
+from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.offline.review import (
     PER_PAGE,
     TextFinder,
@@ -37,16 +36,13 @@ from scrapy_simhash.offline.review import (
     review_records,
     review_texts,
 )
-from scrapy_simhash.offline.progress import progress
+from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import SimhashSettings, read
 
 FEED_FORMATS = ("json", "jsonlines", "jl")
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] [REVIEWLOG] [-o review.html]"
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from scrapy_simhash.calibration import calibrated_layout
-from scrapy_simhash.commands import LineBreaksHelpFormatter, number_list
-from scrapy_simhash.offline.evaluate import read_documents
+from scrapy_simhash.commands import LineBreaksHelpFormatter, SimhashCommand, number_list
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.settings import read
+from scrapy_simhash.offline.evaluate import read_documents
 from scrapy_simhash.offline.tune import (
     GRID,
     LOGGED_TOLERANCE,
@@ -21,14 +19,12 @@ from scrapy_simhash.offline.tune import (
     score_pairs,
     separations,
 )
+from scrapy_simhash.settings import read
 
 SHOWN_THRESHOLDS = (0.6, 0.7, 0.8, 0.82, 0.85, 0.9, 0.95)
 
 
-class Command(ScrapyCommand):
-    requires_crawler_process = False
-    default_settings = {"LOG_LEVEL": "WARNING"}
-
+class Command(SimhashCommand):
     def syntax(self) -> str:
         return "[options] LABELLED.jsonl [LABELLED.jsonl ...]"
 

@@ -28,7 +28,6 @@ from itemadapter import ItemAdapter, is_item
 from scrapy_simhash.boilerplate import Furniture, page_lines
 from scrapy_simhash.extract import BadFieldError, exact_digest, extract_text, field_value, host_of
 from scrapy_simhash.fingerprint import Fingerprinter, jaccard_hashes
-from scrapy_simhash.offline.input_files import json_objects
 from scrapy_simhash.mergelog import (
     DECISIONS,
     FURNITURE_FIELD,
@@ -39,6 +38,7 @@ from scrapy_simhash.mergelog import (
     is_number,
     raw_text,
 )
+from scrapy_simhash.offline.input_files import json_objects
 from scrapy_simhash.settings import SimhashSettings
 
 __all__ = [

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from scrapy_simhash.offline.evaluate import Scores
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard_hashes
-from scrapy_simhash.offline.input_files import json_objects
 from scrapy_simhash.mergelog import is_jaccard
+from scrapy_simhash.offline.evaluate import Scores
+from scrapy_simhash.offline.input_files import json_objects
 
 logger = logging.getLogger(__name__)
 

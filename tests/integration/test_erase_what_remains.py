@@ -10,8 +10,8 @@ import pytest
 from pipeline_harness import feed, open_pipeline
 from texts import article
 
-from scrapy_simhash.offline.erase import erase
 from scrapy_simhash.index import open_index
+from scrapy_simhash.offline.erase import erase
 
 pytestmark = pytest.mark.redis
 

@@ -14,8 +14,8 @@ from pipeline_harness import feed, open_pipeline
 from redis_servers import value_of
 from texts import article
 
-from scrapy_simhash.offline.erase import erase
 from scrapy_simhash.mergelog import read_merge_log
+from scrapy_simhash.offline.erase import erase
 
 VICTIM = "https://victim.example/private-page"
 MIRRORS = [f"https://mirror{i}.example/copy" for i in range(3)]

@@ -15,6 +15,7 @@ from samples import LAYOUT, hashes, near
 from texts import article, edited
 
 from scrapy_simhash.calibration import layout_for
+from scrapy_simhash.fingerprint import Signature, jaccard_hashes
 from scrapy_simhash.offline.evaluate import (
     Configuration,
     Scores,
@@ -25,7 +26,6 @@ from scrapy_simhash.offline.evaluate import (
     run_items,
     run_pairs,
 )
-from scrapy_simhash.fingerprint import Signature, jaccard_hashes
 from scrapy_simhash.settings import DEFAULTS
 
 CONFIGURATION = Configuration("16x6>=0.72", LAYOUT)

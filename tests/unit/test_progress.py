@@ -8,8 +8,8 @@ from argparse import Namespace
 
 from scrapy.settings import Settings
 
-from scrapy_simhash.offline import progress as progress_module
 from scrapy_simhash.commands.reevaluate import Command as ReevaluateCommand
+from scrapy_simhash.offline import progress as progress_module
 from scrapy_simhash.offline.evaluate import ground_truth
 from scrapy_simhash.offline.progress import Progress, progress
 

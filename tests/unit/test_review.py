@@ -32,8 +32,8 @@ from review_fixtures import (
 )
 from scrapy_simhash.boilerplate import learn, page_lines
 from scrapy_simhash.mergelog import furniture_runs, raw_text
-from scrapy_simhash.mergelog.record import redact
 from scrapy_simhash.mergelog import review_record as log_review_record
+from scrapy_simhash.mergelog.record import redact
 from scrapy_simhash.offline.review import (
     MAX_DIFF_WORDS,
     Found,
