@@ -11,7 +11,8 @@ from typing import Any
 
 from scrapy_simhash.extract import extract_text
 from scrapy_simhash.fingerprint import Fingerprinter, hamming, jaccard_hashes
-from scrapy_simhash.offline.review import Found, TextFinder, pairs_of, render, review_records
+from scrapy_simhash.offline.review_page import render
+from scrapy_simhash.offline.review_pairs import Found, TextFinder, pairs_of, review_records
 
 FIELDS = ["title", "description", "body_text"]  # SIMHASH_FIELDS' default
 THRESHOLD = 0.82

@@ -22,17 +22,14 @@ from scrapy_simhash.guard import IndexUnavailable
 from scrapy_simhash.index import IndexNotFound, IndexOpenError
 from scrapy_simhash.mergelog import read_merge_log
 from scrapy_simhash.offline.progress import progress
-from scrapy_simhash.offline.review import (
-    PER_PAGE,
+from scrapy_simhash.offline.review_page import PER_PAGE, remove_stale_pages, render_pages, review_pages
+from scrapy_simhash.offline.review_pairs import (
     TextFinder,
     feed_pages,
     item_texts,
     logged_decisions,
     pairs_of,
     read_feed,
-    remove_stale_pages,
-    render_pages,
-    review_pages,
     review_records,
     review_texts,
 )

@@ -34,21 +34,16 @@ from scrapy_simhash.boilerplate import learn, page_lines
 from scrapy_simhash.mergelog import furniture_runs, raw_text
 from scrapy_simhash.mergelog import review_record as log_review_record
 from scrapy_simhash.mergelog.record import redact
-from scrapy_simhash.offline.review import (
-    MAX_DIFF_WORDS,
+from scrapy_simhash.offline.review_page import MAX_DIFF_WORDS, histogram_svg, render, safe_link, text_html, word_diff
+from scrapy_simhash.offline.review_pairs import (
     Found,
     TextFinder,
     feed_pages,
-    histogram_svg,
     item_texts,
     pairs_of,
     read_feed,
-    render,
     review_records,
     review_texts,
-    safe_link,
-    text_html,
-    word_diff,
 )
 from scrapy_simhash.settings import read
 
