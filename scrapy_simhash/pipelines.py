@@ -29,7 +29,6 @@ from scrapy_simhash.mergelog.writer import DecisionLogs, LogUnusable, MergeNotLo
 from scrapy_simhash.page_reader import Page, PageReader
 from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
-from scrapy_simhash.reset import reset
 from scrapy_simhash.settings import SettingsError, read, unknown_settings
 from scrapy_simhash.signer import Signer
 from scrapy_simhash.upkeep import IndexUpkeep
@@ -133,14 +132,6 @@ class SimhashPipeline:
             },
             extra={"spider": self.crawler.spider},
         )
-        if config.reset or _truthy(getattr(self.crawler.spider, "simhash_reset", None)):
-            try:
-                done = await reset(config)
-            except Exception as exc:  # a Redis that does not answer: starting on the old index would mislead
-                self._cannot_open(f"SIMHASH_RESET could not empty the index and logs ({type(exc).__name__}: {exc})")
-                return
-            logger.info("SimHash: starting over (SIMHASH_RESET): %(done)s", {"done": done},
-                        extra={"spider": self.crawler.spider})
         opened = await self.upkeep.open_index()
         self.index = self.upkeep.index
         if not opened:
@@ -395,11 +386,6 @@ class SimhashPipeline:
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, args, extra={"spider": self.crawler.spider})
-
-
-def _truthy(value: Any) -> bool:
-    """A spider argument read as a flag, as Scrapy reads a boolean setting (``-a simhash_reset=1``)."""
-    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
 
 
 def _can_set(adapter: ItemAdapter, name: str) -> bool:

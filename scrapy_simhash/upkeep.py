@@ -1,6 +1,7 @@
-"""What a crawl keeps up in the index besides judging items: it opens the index, confirms each
-canonical's record once its item is delivered (delivery.py), renews the session's lease, sweeps
-retention, undoes joins whose merge record was refused, and lets the index go at the end.
+"""What a crawl keeps up in the index besides judging items: it opens the index (emptied first for
+SIMHASH_RESET), confirms each canonical's record once its item is delivered (delivery.py), renews the
+session's lease, sweeps retention, undoes joins whose merge record was refused, and lets the index
+go at the end.
 
 A record stays pending until its item is delivered, so that a crawl killed meanwhile has its rerun
 keep the page again (docs/reliability.md).
@@ -21,6 +22,7 @@ from scrapy_simhash.delivery import Delivery, FeedDeliveries
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import IndexCorrupt, IndexOpenError
 from scrapy_simhash.printable import printable
+from scrapy_simhash.reset import reset
 from scrapy_simhash.settings import MAX_RETRY_DELAY
 
 if TYPE_CHECKING:
@@ -82,9 +84,18 @@ class IndexUpkeep:
             self.crawler.signals.connect(self._feeds_closed, signal=signals.engine_stopped)  # if feeds never close
 
     async def open_index(self) -> bool:
-        """Open the index behind its guard; False when it cannot be used at all (said, and the crawl
-        closes). An outage with SIMHASH_ON_INDEX_ERROR = "pass" is said and the crawl goes on."""
+        """Open the index behind its guard, emptied first with its logs if SIMHASH_RESET says so;
+        False when it cannot be used at all (said, and the crawl closes). An outage with
+        SIMHASH_ON_INDEX_ERROR = "pass" is said and the crawl goes on."""
         config = self.config
+        if config.reset or _truthy(getattr(self.crawler.spider, "simhash_reset", None)):
+            try:
+                done = await reset(config)
+            except Exception as exc:  # a Redis that does not answer: starting on the old index would mislead
+                self._fail(f"SIMHASH_RESET could not empty the index and logs ({type(exc).__name__}: {exc})")
+                return False
+            logger.info("SimHash: starting over (SIMHASH_RESET): %(done)s", {"done": done},
+                        extra={"spider": self.crawler.spider})
         consequence = (
             "closing the spider (SIMHASH_ON_INDEX_ERROR = 'fail')"
             if config.on_index_error == "fail"
@@ -296,6 +307,11 @@ class IndexUpkeep:
                 self._fail(str(exc))
                 return
         await self.logs.expire()
+
+
+def _truthy(value: Any) -> bool:
+    """A spider argument read as a flag, as Scrapy reads a boolean setting (``-a simhash_reset=1``)."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
 
 
 class PendingItems:
