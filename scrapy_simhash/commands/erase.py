@@ -11,6 +11,7 @@ from scrapy.exceptions import UsageError
 from scrapy_simhash.commands import SimhashCommand
 from scrapy_simhash.index import IndexNotFound
 from scrapy_simhash.offline.erase import ErasureIncomplete, erase
+from scrapy_simhash.printable import printable
 from scrapy_simhash.redis_url import mask_url
 from scrapy_simhash.settings import read
 
@@ -45,15 +46,15 @@ class Command(SimhashCommand):
             message = f"the erasure stopped ({type(exc).__name__}: {exc}); run it again"
             raise UsageError(message, print_help=False) from None
         if not result.records and not any(rewrite.rewritten for rewrite in result.logs.values()):
-            print(f"{args[0]}: no record in index {mask_url(config.index_url)} and no log names it (spider "
+            print(f"{printable(args[0])}: no record in index {mask_url(config.index_url)} and no log names it (spider "
                   f"{opts.spider!r}): nothing erased. Is it the id or URL as the crawl stored it, and the crawl's "
                   "--spider?", file=sys.stderr)
             self.exitcode = 1
             return
         print(f"index {mask_url(config.index_url)}: {len(result.records)} records erased")
         for record in result.records:
-            note = f", {record.promoted} is its group's canonical now" if record.promoted else ""
-            print(f"  {record.id} ({'canonical' if record.canonical else 'member'}{note})")
+            note = f", {printable(record.promoted)} is its group's canonical now" if record.promoted else ""
+            print(f"  {printable(record.id)} ({'canonical' if record.canonical else 'member'}{note})")
         for kind, rewrite in result.logs.items():
             print(f"{kind} log {rewrite.where}: {rewrite.redacted} records redacted, {rewrite.removed} removed")
         for step in result.persistence:

@@ -174,3 +174,14 @@ async def _empty_index(url: str) -> None:
     index = open_index(url, layout=layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"]))
     await index.open()
     await index.close()
+
+
+def test_erase_writes_an_id_with_control_characters_escaped(tmp_path):
+    index = tmp_path / "docs.sqlite3"
+    asyncio.run(_empty_index(f"sqlite:///{index}"))
+    done = run("-m", "scrapy", "simhash-erase", "page\n\x1b[2J1", "--spider", "docs",
+               "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", "-s", f"SIMHASH_MERGE_LOG={tmp_path}/m.jsonl",
+               "-s", "SIMHASH_REVIEW_LOG=", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "page\\n\\x1b[2J1: no record in index" in done.stderr
+    assert "\x1b" not in done.stderr
