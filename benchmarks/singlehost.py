@@ -26,7 +26,7 @@ pages sharing content together, a docs page at every release in turn: a host's f
 group's), ``random-N`` (shuffled with seed N) and ``copies-first`` (the second URLs, recrawls and
 republications before the originals).
 
-Scored with a shingling of this script's own (lower-cased ``\\w+`` words, 4-word shingles within
+Scored with a shingling of this script's own (NFKC, lower-cased ``\\w+`` words, 4-word shingles within
 each line and sentence, as the package defines them, over the whole extracted text), not the
 package's: a merge is **false** when the dropped page's full-text
 Jaccard to the record it matched is under the threshold (0.82); a page is a **true near-duplicate**
@@ -48,6 +48,7 @@ import re
 import statistics
 import tempfile
 import time
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -376,15 +377,15 @@ def order_of(web: list[list[Page]], sources: list[Source], name: str) -> list[Pa
 
 
 # Where a shingle stops, as the package defines it (fingerprint version 3): a line end, or a sentence
-# end before a space or the text's end.
-_SEGMENT_END = re.compile(r"\n|[.!?](?=\s|$)")
+# end that no word character follows ("etc., so" and "('../page" stop too, "3.5" does not).
+_SEGMENT_END = re.compile(r"\n|[.!?](?!\w)")
 
 
 def shingles(text: str) -> np.ndarray:
-    """Sorted distinct hashes of the text's 4-word shingles (lower-cased \\w+ words) within each line
-    and sentence; a shorter segment is one shingle."""
+    """Sorted distinct hashes of the text's 4-word shingles (NFKC, lower-cased \\w+ words) within each
+    line and sentence; a shorter segment is one shingle."""
     grams = set()
-    for segment in _SEGMENT_END.split(text.lower()):
+    for segment in _SEGMENT_END.split(unicodedata.normalize("NFKC", text).lower()):
         words = re.findall(r"\w+", segment)
         if words:
             grams.update(hash(tuple(words[i : i + SHINGLE])) for i in range(max(1, len(words) - SHINGLE + 1)))

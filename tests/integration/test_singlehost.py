@@ -70,3 +70,22 @@ def test_learner_on_drops_every_copy_under_a_second_url(reports) -> None:
     for report in reports:
         if report["learner"]:
             assert [url for url in report["missed"] if "/print/" in url] == [], report["order"]
+
+
+def test_the_benchmarks_shingles_stop_where_the_packages_do(monkeypatch) -> None:
+    """A sentence end stops a shingle unless a word character follows ("etc., so", "('../page", and
+    "[…]/site" once NFKC made "…" "..."), as the package defines its Jaccard: the benchmark's own
+    shingling must count the same shingles, or a pair at the threshold by the package's measure is
+    scored a false merge."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from singlehost import jaccard, shingles
+
+    from scrapy_simhash.fingerprint import shingles as package_shingles
+
+    first = ("Stripped from ``<img>``, ``<iframe>`` elements, etc., so LinkExtractor strips space chars.\n"
+             "<a href=\"javascript:goToPage('../other/page.html'); return false\">Link text</a> in 3.5 […]/site.")
+    second = first.replace("strips space", "keeps space").replace("Link text", "Other text")
+    for text in (first, second):
+        assert len(shingles(text)) == len(set(package_shingles(text)))
+    ours, theirs = set(package_shingles(first)), set(package_shingles(second))
+    assert jaccard(shingles(first), shingles(second)) == len(ours & theirs) / len(ours | theirs)
