@@ -73,6 +73,8 @@ def _strings(name: str, value: Any) -> Iterable[str]:
 _PARSER = lxml.html.HTMLParser(recover=True, encoding="utf-8", huge_tree=True)
 # HTML at least this long that yields not one word was not read: the item is not judged on the rest.
 HTML_WITHOUT_TEXT = 1000
+# What libxml2 reports when it stops reading (past 2,048 levels): the rest of the page is dropped.
+_PARSER_LIMIT = lxml.etree.ErrorTypes.ERR_RESOURCE_LIMIT
 
 
 def _html_text(name: str, value: str) -> str:
@@ -84,6 +86,9 @@ def _html_text(name: str, value: str) -> str:
     except UnicodeEncodeError:
         encoded = body.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
     root = lxml.etree.fromstring(encoded or b"<html/>", parser=_PARSER)
+    if any(error.type == _PARSER_LIMIT for error in _PARSER.error_log):
+        raise BadFieldError(f"field {name!r} holds {len(value):,} characters of HTML nested past the parser's depth:"
+                            " what it read is not the page")
     text = html_text.extract_text(root) if root is not None else ""
     if not text.strip() and len(value) >= HTML_WITHOUT_TEXT:
         raise BadFieldError(f"field {name!r} holds {len(value):,} characters of HTML that yield no text")

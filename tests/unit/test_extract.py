@@ -130,11 +130,20 @@ def test_html_nested_past_the_parsers_default_depth_is_read() -> None:
 
 
 def test_html_that_yields_no_text_is_reported_not_judged_on_the_other_fields() -> None:
-    item = {"title": "Home", "body_text": nested(3000, "text past any parser's depth")}
+    item = {"title": "Home", "body_text": nested(20, "<img src='a.png'> " * 100)}
     with pytest.raises(BadFieldError, match="body_text.*yield no text"):
         extract_text(item, ["title", "body_text"])
     small = {"title": "Home", "body_text": "<div><img src='a.png'></div>"}  # an empty field, as it says
     assert extract_text(small, ["title", "body_text"]).text == "Home"
+
+
+def test_html_the_parser_stops_reading_past_its_depth_is_reported_not_judged_on_what_was_read() -> None:
+    """Past libxml2's 2,048 levels the rest of a page is dropped: what is left (a header line) is not
+    the page. Text to HTML ratios cannot tell it (real pages reach 0.0017: an app shell's scripts),
+    the parser's own resource-limit error does."""
+    deep = "<p>Home page header</p>" + nested(3000, "the article, past the parser's depth")
+    with pytest.raises(BadFieldError, match="body_text.*past the parser's depth"):
+        extract_text({"title": "Home", "body_text": deep}, ["title", "body_text"])
 
 
 def test_exact_digest_of_a_short_text_is_that_of_its_sentences_and_lines_in_any_order() -> None:
