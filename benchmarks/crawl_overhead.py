@@ -86,7 +86,7 @@ def crawl(pages_dir: Path, variant: str, overrides: dict[str, Any], profile: Pat
         **VARIANTS[variant],
         **overrides,
     }
-    process = CrawlerProcess(settings, install_root_handler=True)
+    process = CrawlerProcess(settings)  # LOG_INSTALL_ROOT_HANDLER (default True): the log goes to LOG_FILE
     crawler = process.create_crawler(PagesSpider)
     process.crawl(crawler)
     profiler = cProfile.Profile(time.thread_time) if profile else None  # the reactor thread's CPU

@@ -18,6 +18,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import compress
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
@@ -184,13 +185,16 @@ class Furniture:
         return (frozenset(self.lines.tolist()), frozenset(self.grouped.tolist()),
                 dict(zip(self.anchors.tolist(), self.after.tolist())))
 
-    def mask(self, page: PageLines) -> list[bool]:
-        """True for each of the page's lines that is furniture."""
+    def mask(self, page: PageLines) -> tuple[list[int], list[bool]]:
+        """The page's worded lines (their positions), and which of them are furniture.
+
+        Python lists and sets: a page has tens to hundreds of lines, too few for numpy calls to pay."""
         lines, grouped, after = self._sets
-        worded = [i for i, count in enumerate(page.counts.tolist()) if count]
-        hashes = [int(h) for h in page.hashes[worded].tolist()]
-        counts = page.counts[worded].tolist()
-        furniture = [line in lines for line in hashes]
+        worded_at = np.flatnonzero(page.counts)
+        worded = worded_at.tolist()
+        hashes = page.hashes.take(worded_at).tolist()
+        counts = page.counts.take(worded_at).tolist()
+        furniture = list(map(lines.__contains__, hashes))
         for i, key in list(_slot_keys(hashes, counts, furniture, after)) if self.slots else ():
             pattern = self.slots.get(key)
             if pattern is not None:
@@ -198,28 +202,27 @@ class Furniture:
         # A line of one or two words that the template always has between two others, alone here among
         # other lines, is the article's own ("Python": a menu item, a line of a list): kept, no border.
         alone = [i for i in range(1, len(hashes) - 1) if furniture[i] and counts[i] <= COINCIDENCE_WORDS
-                 and not furniture[i - 1] and not furniture[i + 1] and hashes[i] in grouped]
+                 and not furniture[i - 1] and not furniture[i + 1] and hashes[i] in grouped] if grouped else ()
         for i in alone:
             furniture[i] = False
         # Runs of other lines between furniture lines: a run without one long line is furniture too,
         # except the page's largest run (a list-like article), and nothing when no run has a long line.
-        runs: list[list[int]] = [[]]
-        for i, marked in enumerate(furniture):
+        runs = []  # (first line, end, words, has a long line) of each run, one after each furniture line
+        first, words, prose = 0, 0, False
+        for i, (marked, count) in enumerate(zip(furniture, counts)):
             if marked:
-                runs.append([])
+                runs.append((first, i, words, prose))
+                first, words, prose = i + 1, 0, False
             else:
-                runs[-1].append(i)
-        prose = [run for run in runs if any(counts[i] >= LONG_LINE for i in run)]
-        if prose:
-            largest = max(runs, key=lambda run: sum(counts[i] for i in run))
-            for run in runs:
-                if run is not largest and run not in prose:
-                    for i in run:
-                        furniture[i] = True
-        drop = [False] * len(page.lines)
-        for i, marked in zip(worded, furniture):
-            drop[i] = marked
-        return drop
+                words += count
+                prose = prose or count >= LONG_LINE
+        runs.append((first, len(counts), words, prose))
+        if any(run[3] for run in runs):
+            largest = max(range(len(runs)), key=lambda r: runs[r][2])  # the first of the most words
+            for r, (first, end, _, prose) in enumerate(runs):
+                if r != largest and not prose and first < end:
+                    furniture[first:end] = [True] * (end - first)
+        return worded, furniture
 
     def strip(self, page: PageLines) -> str:
         stripped = self.remove(page)
@@ -230,10 +233,16 @@ class Furniture:
         is never all furniture, the learner took its content for some."""
         if not len(self.lines) and not self.slots:
             return "\n".join(page.lines)
-        drop = self.mask(page)
-        if page.counts[~np.array(drop, dtype=bool)].sum() == 0 < page.counts.sum():
-            return None
-        return "\n".join(line for line, dropped in zip(page.lines, drop) if not dropped)
+        worded, furniture = self.mask(page)
+        if not any(furniture):
+            return "\n".join(page.lines)
+        if all(furniture):
+            return None if worded else "\n".join(page.lines)
+        keep = [True] * len(page.lines)
+        for i, marked in zip(worded, furniture):
+            if marked:
+                keep[i] = False
+        return "\n".join(compress(page.lines, keep))
 
 
 _NONE = np.empty(0, np.uint64)
@@ -496,6 +505,7 @@ class BoilerplateLearner:
     def __init__(self, crawler: Crawler, config: SimhashSettings) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
+        self._inc = crawler.stats.inc_value  # bound once: StatsCollector hooks every attribute access
         self.sample_pages = config.boilerplate_sample_pages
         self.max_held = config.boilerplate_max_held
         self.warmup_timeout = config.boilerplate_warmup_timeout
@@ -561,12 +571,12 @@ class BoilerplateLearner:
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
         text = state.furniture.remove(page)
         if text is None:  # judged on its whole text, as without the learner
-            self.stats.inc_value("simhash/boilerplate/pages_kept_whole")
+            self._inc("simhash/boilerplate/pages_kept_whole")
             return Stripped("\n".join(page.lines), 0)
-        self.stats.inc_value("simhash/boilerplate/pages_stripped")
+        self._inc("simhash/boilerplate/pages_stripped")
         removed = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
         if removed:
-            self.stats.inc_value("simhash/boilerplate/chars_removed", removed)
+            self._inc("simhash/boilerplate/chars_removed", removed)
         return Stripped(text, state.version)
 
     async def _state(self, host: str) -> _Host | None:
