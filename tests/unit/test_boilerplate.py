@@ -53,6 +53,18 @@ def test_a_three_page_host_loses_its_furniture_and_keeps_its_articles(share: boo
     assert stripped_lines(furniture, later) == article(7)
 
 
+def test_short_runs_between_furniture_go_and_lines_without_words_stay_in_place() -> None:
+    """A run of short lines between two furniture lines goes (an editor's pick); a line without words
+    (a section break) stays where it was; a list-like article, the page's largest run, stays whole
+    with its title."""
+    furniture = learn([page_lines(site_page(n, article(n))) for n in range(3)])
+    body = article(5)[:2] + ["* * *"] + article(5)[2:]
+    page = site_page(5, body, pages=6).replace("Home\n\nNews", "Home\n\nEditor's pick\n\nOur best\n\nNews")
+    assert stripped_lines(furniture, page) == body
+    listing = [f"Item {i} of the list" for i in range(12)]
+    assert stripped_lines(furniture, site_page(6, listing, pages=7)) == ["Title of story 6", *listing]
+
+
 def test_copies_of_one_document_in_the_sample_count_once() -> None:
     """One page under two URLs and another page: the first page's text is not furniture for being on two pages."""
     texts = [site_page(0, article(0)), site_page(0, article(0)), site_page(1, article(1))]
