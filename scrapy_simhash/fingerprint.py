@@ -107,12 +107,24 @@ _FMIX1 = np.array(0xFF51AFD7ED558CCD, dtype=np.uint64)
 _FMIX2 = np.array(0xC4CEB9FE1A85EC53, dtype=np.uint64)
 _SHIFT33 = np.array(33, dtype=np.uint64)
 
-_NON_WORD, _WORD, _SOLO, _IGNORED = 0, 1, 2, 3
+# Segment ends. Shingles stay within a segment, so a text whose sentences or blocks come in another
+# order has the same shingles. A line break ends a segment (html-text ends every block with one), as
+# do the paragraph separators and the ideographic full stop; a sentence end (NFKC makes the fullwidth
+# forms ASCII) ends one when no word character of a spaced script follows: "3.5", "a.b" and "?q=" do
+# not, "e.g. " does (both copies of a text cut alike). docs/how-it-works.md "Where shingles stop" has
+# the figures.
+_ALWAYS_ENDS = "\n\r\u2028\u2029\u3002"
+_SENTENCE_ENDS = ".!?\u061f\u0964\u0965"
+
+# Classes of code points, ordered: the word characters are those of class _WORD and above, and a
+# character ends a segment where its class is above the next one's glue (1 for a word character of a
+# spaced script, else 0) and below _WORD (:func:`_events`).
+_NON_WORD, _SENTENCE_END, _LINE_END, _WORD, _SOLO, _IGNORED = range(6)
 
 
 def _code_point_classes() -> np.ndarray:
-    """Class of every code point: non-word, ``\\w`` word character, word character of its own, or
-    default-ignorable.
+    """Class of every code point: non-word, sentence end, line end, ``\\w`` word character, word
+    character of its own, or default-ignorable.
 
     Built from ``re`` itself, so the word characters are exactly those of ``\\w`` in this Python.
     """
@@ -125,6 +137,8 @@ def _code_point_classes() -> np.ndarray:
         block[block == _WORD] = _SOLO
     for _, first, last in DEFAULT_IGNORABLE_RANGES:
         classes[first : last + 1] = _IGNORED
+    classes[[ord(char) for char in _SENTENCE_ENDS]] = _SENTENCE_END
+    classes[[ord(char) for char in _ALWAYS_ENDS]] = _LINE_END
     return classes
 
 
@@ -183,79 +197,67 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _POWERS
 
 
-# ASCII text is tokenised with bytes.translate: every byte to its lower-case form if that is a word
-# character, else to 0 (NFKC and the look-alike fold change no ASCII character, and it holds no
-# default-ignorable one); then every nonzero byte to 1, a word character flag numpy reads as bool.
-_ASCII_WORD = bytes(
-    ord(char.lower()) if char.isascii() and _CLASSES[ord(char.lower())] == _WORD else 0 for char in map(chr, range(256))
+# ASCII text is read with one bytes.translate: every byte to its lower-case form if that is a word
+# character (48 and above: above every class that is not one), else to its class (NFKC and the
+# look-alike fold change no ASCII character, and it holds no default-ignorable one).
+_ASCII_CODES = bytes(
+    (ord(char.lower()) if _CLASSES[ord(char.lower())] == _WORD else int(_CLASSES[byte])) if char.isascii() else 0
+    for byte, char in enumerate(map(chr, range(256)))
 )
-_ASCII_FLAG = bytes(min(byte, 1) for byte in range(256))
-
-
-# Segment ends. Shingles stay within a segment, so a text whose sentences or blocks come in another
-# order has the same shingles. A line break ends a segment (html-text ends every block with one), as
-# do the paragraph separators and the ideographic full stop; a sentence end (NFKC makes the fullwidth
-# forms ASCII) ends one when no word character of a spaced script follows: "3.5", "a.b" and "?q=" do
-# not, "e.g. " does (both copies of a text cut alike). docs/how-it-works.md "Where shingles stop" has
-# the figures.
-_LINE_END, _SENTENCE_END = 2, 1
-_ALWAYS_ENDS = "\n\r\u2028\u2029\u3002"
-_SENTENCE_ENDS = ".!?\u061f\u0964\u0965"
-_ENDS = np.zeros(0x110000, dtype=np.uint8)
-_ENDS[[ord(char) for char in _SENTENCE_ENDS]] = _SENTENCE_END
-_ENDS[[ord(char) for char in _ALWAYS_ENDS]] = _LINE_END
-_IS_END = _ENDS != 0
-_ASCII_IS_END = _IS_END[:256].tobytes()
 
 
 class Tokenised(NamedTuple):
-    """A text as :func:`_tokenise` reads it."""
+    """A text as :func:`_tokenise` reads it, a line break before and after it (each a segment end).
 
-    points: np.ndarray  # normalised code points (on the ASCII path, non-word characters zeroed)
-    starts: np.ndarray  # index of each token's first code point
+    The events are the token starts and the segment ends, in text order."""
+
+    points: np.ndarray  # normalised code points (on the ASCII path, a non-word character's class)
     word: np.ndarray  # which code points are word characters
-    zeroed: bool  # the ASCII path
-    ends: np.ndarray  # index of each code point that ends a segment, in order
+    ascii: bool  # the ASCII path: callers read line breaks from the text itself
+    at: np.ndarray  # index of the code point of each event
+    token: np.ndarray  # which events are token starts (the others end a segment)
 
-
-def _segment_ends(ends: np.ndarray, kinds: np.ndarray, glue: np.ndarray) -> np.ndarray:
-    """Which of the code points at ``ends``, of ``kinds`` (``_ENDS``), end a segment: a line end
-    always, a sentence end unless a word character of a spaced script follows (``glue``, one longer
-    than the text, False at the end)."""
-    return ends[kinds > glue.take(ends + 1)] if len(ends) else ends
-
-
-def _segment_firsts(starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
-    """The tokens, after the first, that start a segment (their indices, in order), or None when
-    all the tokens are one segment."""
-    if not len(ends) or not len(starts):
-        return None
-    after = np.zeros(len(starts) + 1, dtype=bool)
-    after[np.searchsorted(starts, ends)] = True  # the first token after each end
-    after[0] = False
-    firsts = after[:-1].nonzero()[0]
-    return firsts if len(firsts) else None
+    @property
+    def starts(self) -> np.ndarray:
+        """Index of each token's first code point."""
+        return self.at[self.token]
 
 
 def _tokenise(text: str) -> Tokenised:
-    """The code points of ``text`` as fingerprints read it, where its tokens start, which code points
-    are word characters, whether the points of the others are 0 (the ASCII path, where callers
-    read line breaks from ``text`` itself: a text that holds default-ignorables never takes it), and
-    where its segments end (:func:`_segment_ends`).
+    """The code points of ``text`` as fingerprints read it, a line break around it, which of them are
+    word characters, and where its tokens start and its segments end (:func:`_events`).
 
     Normalisation: default-ignorable code points removed, NFKC, lower case, look-alike letters
     folded. A token is a run of word characters, or a word character of an unsegmented script
     (class :data:`_SOLO`) alone.
     """
     if text.isascii():
-        raw = text.encode("ascii")
-        points = raw.translate(_ASCII_WORD)
-        word = np.frombuffer((b"\0" + points + b"\0").translate(_ASCII_FLAG), dtype=bool)  # non-word around
-        ends = np.frombuffer(raw.translate(_ASCII_IS_END), dtype=bool).nonzero()[0]
-        ends = _segment_ends(ends, _ENDS.take(np.frombuffer(raw, dtype=np.uint8).take(ends)), word[1:])
-        starts = (word[1:-1] > word[:-2]).nonzero()[0]
-        return Tokenised(np.frombuffer(points, dtype=np.uint8), starts, word[1:-1], True, ends)
+        codes = np.frombuffer(f"\n{text}\n".encode("ascii").translate(_ASCII_CODES), dtype=np.uint8)
+        word = codes >= _WORD
+        return Tokenised(codes, word, True, *_events(codes, word, word, False))
     return _tokenise_points(*_normalised(text))
+
+
+def _events(classes: np.ndarray, word: np.ndarray, glue: np.ndarray, solo: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Where the tokens start and the segments end in a text that starts and ends with a line break
+    (``classes``, of which ``word`` are word characters and ``glue`` those of spaced scripts), in one
+    ordered index, and which of those are token starts.
+
+    A code point ends a segment where its class is above the glue of the next one and it is not a
+    word character: a line end always, a sentence end unless a word character of a spaced script
+    follows. A token starts at a word character after a non-word one, or at one of its own (``solo``).
+    """
+    events = np.empty(len(classes), dtype=bool)
+    events[0] = events[-1] = True  # the line breaks around the text
+    ends = np.greater(classes[1:-1], glue[2:])
+    np.greater(ends, word[1:-1], out=ends)
+    if solo:
+        starts = np.greater(word[1:-1], np.logical_and(glue[1:-1], glue[:-2]))
+    else:
+        starts = np.greater(word[1:-1], word[:-2])
+    np.logical_or(ends, starts, out=events[1:-1])
+    at = events.nonzero()[0]
+    return at, word.take(at)
 
 
 #: The normalised text keeps at most this many times the characters of the text. NFKC lengthens a
@@ -286,10 +288,10 @@ def _nfkc_lower(text: str, chunk: int = _NFKC_CHUNK, lower: bool = True) -> str:
 
 def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     """The code points of ``text`` without default-ignorables, NFKC (:func:`_nfkc_lower`), to be
-    lower-cased by :data:`_LOWER_FOLD`; the classes of their lower case, and the highest class. NFKC
-    and lower() turn default-ignorables into default-ignorables only, and nothing else into one, so
-    the normalised text holds one exactly when ``text`` does: only then, or when the growth limit cut
-    it (the cut may have left one out), is ``text`` searched for them."""
+    lower-cased by :data:`_LOWER_FOLD`, a line break before and after them; the classes of their lower
+    case, and the highest class. NFKC and lower() turn default-ignorables into default-ignorables
+    only, and nothing else into one, so the normalised text holds one exactly when ``text`` does: only
+    then, or when the growth limit cut it (the cut may have left one out), is ``text`` searched for them."""
     normalised = _nfkc_lower(text, lower=False)
     if any(char in normalised for char in _LOWER_SPECIAL):
         limit = MAX_GROWTH * len(text)
@@ -297,9 +299,9 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
             normalised = normalised.lower()[:limit]
         else:
             normalised = _nfkc_lower(text)
-    points = np.frombuffer(normalised.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    points = np.frombuffer(f"\n{normalised}\n".encode("utf-32-le", "surrogatepass"), dtype="<u4")
     classes = _LOWER_CLASSES.take(points)
-    top = int(classes.max(initial=_NON_WORD))
+    top = int(classes.max())
     if top == _IGNORED or len(normalised) == MAX_GROWTH * len(text):
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
         kept = _CLASSES.take(raw) != _IGNORED
@@ -310,23 +312,10 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:
     """:func:`_tokenise` of normalised code points, as :func:`_normalised` gives them."""
-    n = len(points)
-    word = np.empty(n + 2, dtype=bool)  # a non-word character around
-    word[0] = word[-1] = False
-    np.not_equal(classes, _NON_WORD, out=word[1:-1])
-    if top == _SOLO:
-        glue = np.zeros(n + 1, dtype=bool)  # glue[i]: code point i is a word character of a spaced script
-        np.equal(classes, _WORD, out=glue[:-1])
-        continues = np.empty(n + 1, dtype=bool)  # continues[i + 1]: code point i continues a token
-        continues[:2] = False
-        np.logical_and(glue[1:-1], glue[:-2], out=continues[2:])
-        starts = (word[1:-1] > continues[1:]).nonzero()[0]
-    else:
-        glue = word[1:]
-        starts = (word[1:-1] > word[:-2]).nonzero()[0]
-    ends = _IS_END.take(points).nonzero()[0]
-    ends = _segment_ends(ends, _ENDS.take(points.take(ends)), glue)
-    return Tokenised(_LOWER_FOLD.take(points), starts, word[1:-1], False, ends)
+    word = classes >= _WORD
+    solo = top == _SOLO
+    glue = classes == _WORD if solo else word
+    return Tokenised(_LOWER_FOLD.take(points), word, False, *_events(classes, word, glue, solo))
 
 
 def _text(points: np.ndarray) -> str:
@@ -349,30 +338,21 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
-def _terms(tokenised: Tokenised) -> tuple[np.ndarray, np.ndarray]:
-    """The term ``cp * B**position`` of each code point (0 for a non-word character), and the powers
-    of ``B**-1`` by position."""
+def _token_hashes(tokenised: Tokenised, at: np.ndarray) -> np.ndarray:
+    """fmix64 of the polynomial hash of the code points from each index of ``at`` (in order) to the
+    next: of a token, from its start; 0 from a segment end, where only non-word characters follow.
+
+    The terms ``cp * B**position`` of the word characters (0 for the others), summed from each index
+    (``add.reduceat``), times ``B**-index``.
+    """
+    if not len(at):
+        return _NO_HASHES
     points = tokenised.points
     n = len(points)
     powers, inverses = _powers(n)
-    terms = np.multiply(points, powers[:n])
-    if not tokenised.zeroed:
-        terms *= tokenised.word
-    return terms, inverses
-
-
-def _token_hashes(tokenised: Tokenised) -> np.ndarray:
-    """fmix64 of each token's polynomial hash, in text order.
-
-    The terms of the word characters, summed per token (``add.reduceat`` from each start: the
-    terms of non-word characters are 0), times ``B**-start``.
-    """
-    starts = tokenised.starts
-    if not len(starts):
-        return _NO_HASHES
-    terms, inverses = _terms(tokenised)
-    hashes = np.add.reduceat(terms, starts)
-    hashes *= inverses.take(starts)
+    terms = np.multiply(np.multiply(points, tokenised.word.view(np.uint8)), powers[:n])  # 5x a mask of the terms
+    hashes = np.add.reduceat(terms, at)
+    hashes *= inverses.take(at)
     return fmix64(hashes)
 
 
@@ -386,81 +366,70 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     return fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
 
 
-@functools.lru_cache(maxsize=64)
-def _offsets(count: int) -> np.ndarray:
-    """``0, 1, ..., count - 1``, kept (offsets within a window)."""
-    offsets = np.arange(count, dtype=np.intp)
-    offsets.flags.writeable = False
-    return offsets
+# (pad - 1) * k + pad for k = 0, 1, ..., by pad = width - 1: the terms of a token's place in the stream
+# of :func:`_shingles` that do not depend on its event index (grown, doubling, to the most tokens seen).
+_RAMPS: dict[int, np.ndarray] = {}
 
 
-def _segment_shingle_hashes(token_hashes: np.ndarray, firsts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shingle hashes of tokens cut into segments (``firsts``: the tokens after the first that
-    start one), in order, and which tokens a shingle ends at: :func:`_shingle_hashes` of each segment.
+def _ramp(pad: int, n: int) -> np.ndarray:
+    ramp = _RAMPS.get(pad)
+    if ramp is None or len(ramp) < n:
+        ramp = _RAMPS[pad] = np.arange(max(1024, 1 << (n - 1).bit_length()), dtype=np.intp) * (pad - 1) + pad
+    return ramp[:n]
 
-    The windows of the whole run are folded in one correlation and those that reach back past a
-    segment's first token left out; a segment shorter than ``width`` gets the fold of its tokens,
-    which ends at its last one.
+
+def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shingle hashes of ``tokenised``, segment after segment, and which tokens each ends at.
+
+    The token hashes are placed in a stream where every segment end stands for ``width - 1`` zeros,
+    which add nothing to a fold: one correlation of the stream gives each window of a segment's
+    tokens, and a segment shorter than ``width`` its one shingle in the window that ends at its last
+    token, zeros before it. A window is taken where the token ``width - 1`` before it is of the same
+    segment (it holds no zero), or where it ends a segment.
     """
-    n, pad = len(token_hashes), width - 1
-    if n == 0:
-        return _NO_HASHES, np.zeros(0, dtype=bool)
-    ending = np.zeros(n + pad, dtype=bool)
-    ending[pad:n] = True
-    ending[(firsts[:, None] + _offsets(pad)).ravel()] = False
-    ending = ending[:n]
-    folded = np.empty(n, dtype=np.uint64)  # the fold of the shingle that ends at each token
+    tokens = tokenised.token.nonzero()[0]  # the event index of each token
+    n, pad = len(tokens), width - 1
+    hashes = _token_hashes(tokenised, tokenised.at.take(tokens))
+    if pad == 0 or n == 0:
+        return fmix64(hashes), np.ones(n, dtype=bool)
+    # Token k, after tokens[k] events of which k are tokens, is at place k + pad * (tokens[k] - k) of the
+    # stream; the window that ends there starts pad places before.
+    starts = tokens * pad
+    starts -= _ramp(pad, n)
+    stream = np.zeros(int(starts[-1]) + width, dtype=np.uint64)
+    stream[pad:][starts] = hashes
+    windows = np.correlate(stream, _fold_weights(width))
+    taken = np.empty(n, dtype=bool)
+    taken[-1] = True  # the line break after the text ends a segment
+    np.not_equal(tokens[1:] - tokens[:-1], 1, out=taken[:-1])  # an end between this token and the next
     if n > pad:
-        folded[pad:] = np.correlate(token_hashes, _fold_weights(width))
-    bounds = np.empty(len(firsts) + 2, dtype=np.intp)
-    bounds[0], bounds[1:-1], bounds[-1] = 0, firsts, n
-    short = (bounds[1:] - bounds[:-1] <= pad).nonzero()[0]
-    if len(short):
-        # Each short segment's tokens, after zeros up to the width, folded with the width's weights.
-        last = bounds.take(short + 1) - 1
-        window = last[:, None] - _offsets(width)[::-1]
-        within = token_hashes.take(window, mode="clip")
-        within *= window >= bounds.take(short)[:, None]
-        folded[last] = within @ _fold_weights(width)
-        ending[last] = True
-    return fmix64(folded[ending]), ending
+        np.logical_or(taken[pad:], tokens[pad:] - tokens[:-pad] == pad, out=taken[pad:])
+    return fmix64(windows.take(starts[taken])), taken
 
 
 def _shinglings(tokenised: Tokenised, width: int) -> tuple[int, np.ndarray]:
     """The token count of ``tokenised`` and its shingle hashes."""
-    token_hashes = _token_hashes(tokenised)
-    firsts = _segment_firsts(tokenised.starts, tokenised.ends)
-    if firsts is None:  # one segment
-        return len(token_hashes), _shingle_hashes(token_hashes, width)
-    return len(token_hashes), _segment_shingle_hashes(token_hashes, firsts, width)[0]
-
-
-_LINE_BREAK = (np.array([10], dtype="<u4"), np.array([_NON_WORD], dtype=np.uint8))  # a point and its class
+    return int(np.count_nonzero(tokenised.token)), _shingles(tokenised, width)[0]
 
 
 def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
-    """All ``texts`` tokenised as one, text after text, and where each text's tokens start (and the
-    last ends).
+    """All ``texts`` tokenised as one, text after text, and the index of the code point where each
+    text ends (a line break, which ends a segment: no token or shingle crosses it).
 
-    A line break goes between two texts: no token crosses it, and it ends a segment. ASCII texts
-    are joined as text. Others are normalised one by one and joined as code points: NFKC returns a
-    text that is already normalised as it is, and joined, every text would pay for the one that is not.
+    ASCII texts are joined as text. Others are normalised one by one and joined as code points: NFKC
+    returns a text that is already normalised as it is, and joined, every text would pay for the one
+    that is not.
     """
     if all(map(str.isascii, texts)):
         tokenised = _tokenise("\n".join(texts))
-        lengths = list(map(len, texts))
+        lengths = np.fromiter(map(len, texts), dtype=np.intp, count=len(texts)) + 1
     else:
         normalised = [_normalised(text) for text in texts]
-        lengths = [len(points) for points, _, _ in normalised]
-        parts = [part for points, classes, _ in normalised for part in ((points, classes), _LINE_BREAK)][:-1]
-        points = np.concatenate([points for points, _ in parts])
-        classes = np.concatenate([classes for _, classes in parts])
-        tokenised = _tokenise_points(points, classes, max(top for _, _, top in normalised))
-    separators = (np.array(lengths[:-1], dtype=np.intp) + 1).cumsum() - 1
-    bounds = np.zeros(len(texts) + 1, dtype=np.intp)
-    bounds[1:-1] = np.searchsorted(tokenised.starts, separators)  # tokens before each separator
-    bounds[-1] = len(tokenised.starts)
-    return tokenised, bounds
+        lengths = np.fromiter((len(points) for points, _, _ in normalised), dtype=np.intp, count=len(texts))
+        tokenised = _tokenise_points(np.concatenate([points for points, _, _ in normalised]),
+                                     np.concatenate([classes for _, classes, _ in normalised]),
+                                     max(top for _, _, top in normalised))
+    return tokenised, lengths.cumsum()
 
 
 @functools.lru_cache(maxsize=64)
@@ -481,21 +450,21 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     only in case, spacing or punctuation hash alike; a line without tokens has hash 0 and count 0.
     """
     tokenised = _tokenise(text)
-    points, starts = tokenised.points, tokenised.starts
+    starts = tokenised.starts
     line_count = text.count("\n") + 1  # normalisation keeps every "\n" and makes none
     hashes = np.zeros(line_count, dtype=np.uint64)
     counts = np.zeros(line_count, dtype=np.int64)
     if len(starts) == 0:
         return hashes, counts
-    # The ASCII path zeroes non-word characters, so its line breaks are read from the text itself.
-    newlines = np.frombuffer(text.encode("ascii"), np.uint8) == 10 if tokenised.zeroed else points == 10
-    line_of = np.searchsorted(np.flatnonzero(newlines), starts)  # line breaks before each token
+    # The ASCII path keeps a non-word character's class, so its line breaks are read from the text itself.
+    points = np.frombuffer(f"\n{text}".encode("ascii"), np.uint8) if tokenised.ascii else tokenised.points
+    line_of = np.searchsorted(np.flatnonzero(points[1:] == 10), starts - 1)  # line breaks before each token
     first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
     lines = line_of[first]
     counts[lines] = np.diff(np.append(first, len(starts)))
     # Each token's hash mixed with its place in the line, summed per line: order counts.
     place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
-    mixed = _token_hashes(tokenised)
+    mixed = _token_hashes(tokenised, starts)
     mixed ^= place * _FOLD
     hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
     return hashes, counts
@@ -528,12 +497,14 @@ def segments(text: str) -> list[list[str]]:
     and so does a sentence end (``.``, ``!``, ``?``, ``。`` and others) that no word character of a
     spaced script follows."""
     tokenised = _tokenise(text)
-    toks = _token_strings(tokenised)
-    firsts = _segment_firsts(tokenised.starts, tokenised.ends)
-    if firsts is None:
-        return [toks] if toks else []
-    cuts = [0, *firsts.tolist(), len(toks)]
-    return [toks[start:end] for start, end in zip(cuts, cuts[1:])]
+    toks = iter(_token_strings(tokenised))
+    found: list[list[str]] = [[]]
+    for token in tokenised.token.tolist():  # the last event ends a segment: the line break after the text
+        if token:
+            found[-1].append(next(toks))
+        elif found[-1]:
+            found.append([])
+    return found[:-1]
 
 
 def shingles(text: str, width: int = 4) -> list[str]:
@@ -557,7 +528,8 @@ def shingle_hash(shingle: str) -> int:
     The shingle is re-tokenised, so the hash is the fold over all its tokens: exactly the value the
     text path computes for the same run of tokens.
     """
-    token_hashes = _token_hashes(_tokenise(shingle))
+    tokenised = _tokenise(shingle)
+    token_hashes = _token_hashes(tokenised, tokenised.starts)
     if len(token_hashes) == 0:
         raise ValueError(f"a shingle needs at least one token, got {shingle!r}")
     return int(_shingle_hashes(token_hashes, width=len(token_hashes))[0])
@@ -730,14 +702,10 @@ class Fingerprinter:
             signed = {i: one for group in groups for i, one in zip(group, self.signatures([texts[i] for i in group]))}
             return [signed[i] for i in range(len(texts))]
         tokenised, bounds = _tokenise_joined(texts)
-        token_hashes = _token_hashes(tokenised)
-        firsts = _segment_firsts(tokenised.starts, tokenised.ends)
-        if firsts is None:  # at most one text has tokens, one segment of them
-            firsts = np.zeros(0, dtype=np.intp)
-        hashes, ending = _segment_shingle_hashes(token_hashes, firsts, self.width)
-        ended = np.zeros(len(ending) + 1, dtype=np.intp)  # shingles ended before each token
-        np.cumsum(ending, out=ended[1:])
-        words, counts = bounds[1:] - bounds[:-1], ended[bounds[1:]] - ended[bounds[:-1]]
+        hashes, taken = _shingles(tokenised, self.width)
+        starts = tokenised.starts
+        words = np.diff(starts.searchsorted(bounds), prepend=0)
+        counts = np.diff(starts[taken].searchsorted(bounds), prepend=0)
         if self.weighting == "presence":
             fingerprints = _votes(*_distinct_runs(hashes.copy(), counts))
         else:

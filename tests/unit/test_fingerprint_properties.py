@@ -118,12 +118,21 @@ def test_word_characters_are_exactly_those_of_re_backslash_w() -> None:
     ignorable = np.zeros(len(every), dtype=bool)
     ignorable[list(IGNORABLE)] = True
     classes = fingerprint._CLASSES
-    assert np.array_equal(classes == 3, ignorable)
-    assert np.array_equal(classes[~ignorable] != 0, expected[~ignorable])
+    assert np.array_equal(classes == fingerprint._IGNORED, ignorable)
+    assert np.array_equal(classes[~ignorable] >= fingerprint._WORD, expected[~ignorable])
     solo = np.zeros(len(every), dtype=bool)
     for _, first, last in UNSEGMENTED_RANGES:
         solo[first : last + 1] = True
-    assert np.array_equal(classes == 2, expected & solo & ~ignorable)
+    assert np.array_equal(classes == fingerprint._SOLO, expected & solo & ~ignorable)
+
+
+def test_segment_ends_keep_their_class_in_lower_case() -> None:
+    """Classes are read after lower-casing: a segment end must stay one, and nothing become one."""
+    ends = fingerprint._CLASSES == fingerprint._LINE_END
+    sentence_ends = fingerprint._CLASSES == fingerprint._SENTENCE_END
+    assert np.array_equal(fingerprint._LOWER_CLASSES == fingerprint._LINE_END, ends)
+    assert np.array_equal(fingerprint._LOWER_CLASSES == fingerprint._SENTENCE_END, sentence_ends)
+    assert "".join(map(chr, np.flatnonzero(ends | sentence_ends))) == "\n\r!.?\u061f\u0964\u0965\u2028\u2029\u3002"
 
 
 def test_normalisation_creates_and_removes_no_default_ignorable_code_point() -> None:
@@ -146,7 +155,7 @@ def test_look_alike_table_is_a_fold_of_letters_that_keeps_the_token_classes() ->
         for char in (chr(source), chr(target)):
             assert unicodedata.category(char).startswith("L") and unicodedata.bidirectional(char) == "L"
             assert reference_normalise(char) == chr(target)
-            assert classes[ord(char)] == 1
+            assert classes[ord(char)] == fingerprint._WORD
 
 
 @settings(deadline=None)  # timing varies on a shared machine; correctness is the point
