@@ -246,16 +246,15 @@ def _events(classes: np.ndarray, word: np.ndarray, glue: np.ndarray, solo: bool)
     A code point ends a segment where its class is above the glue of the next one and it is not a
     word character: a line end always, a sentence end unless a word character of a spaced script
     follows. A token starts at a word character after a non-word one, or at one of its own (``solo``).
+    A word character's class is above any glue, so the events are the code points whose class is
+    above the next one's glue, less the word characters that continue a token.
     """
     events = np.empty(len(classes), dtype=bool)
     events[0] = events[-1] = True  # the line breaks around the text
-    ends = np.greater(classes[1:-1], glue[2:])
-    np.greater(ends, word[1:-1], out=ends)
-    if solo:
-        starts = np.greater(word[1:-1], np.logical_and(glue[1:-1], glue[:-2]))
-    else:
-        starts = np.greater(word[1:-1], word[:-2])
-    np.logical_or(ends, starts, out=events[1:-1])
+    inner = events[1:-1]
+    np.greater(classes[1:-1], glue[2:], out=inner)
+    continues = np.logical_and(glue[1:-1] if solo else word[1:-1], glue[:-2] if solo else word[:-2])
+    np.greater(inner, continues, out=inner)
     at = events.nonzero()[0]
     return at, word.take(at)
 
@@ -379,7 +378,7 @@ def _ramp(pad: int, n: int) -> np.ndarray:
 
 
 def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shingle hashes of ``tokenised``, segment after segment, and which tokens each ends at.
+    """The shingle hashes of ``tokenised``, segment after segment, and which tokens one ends at.
 
     The token hashes are placed in a stream where every segment end stands for ``width - 1`` zeros,
     which add nothing to a fold: one correlation of the stream gives each window of a segment's
@@ -409,7 +408,8 @@ def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]
 
 def _shinglings(tokenised: Tokenised, width: int) -> tuple[int, np.ndarray]:
     """The token count of ``tokenised`` and its shingle hashes."""
-    return int(np.count_nonzero(tokenised.token)), _shingles(tokenised, width)[0]
+    hashes, taken = _shingles(tokenised, width)
+    return len(taken), hashes
 
 
 def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
@@ -560,7 +560,7 @@ def _vote(hashes: np.ndarray) -> int:
     lanes = hashes >> _LANE_SHIFTS
     lanes &= _LANE_BITS
     if n <= 255:
-        counts = lanes.sum(axis=1).astype("<u8", copy=False).view(np.uint8)
+        counts = np.add.reduce(lanes, axis=1).astype("<u8", copy=False).view(np.uint8)
     else:
         blocks = np.add.reduceat(lanes, np.arange(0, n, 255), axis=1).astype("<u8", copy=False)
         counts = blocks.view(np.uint8).reshape(8, -1, 8).sum(axis=1).ravel()
@@ -685,7 +685,7 @@ class Fingerprinter:
     def signature(self, text: str | Shingling, exclude: np.ndarray | None = None) -> Signature:
         """The fingerprint and verification hashes of ``text`` (or of its :meth:`shingling`), leaving out
         the shingles whose verification hashes are in ``exclude`` (sorted, such as a host's furniture)."""
-        hashes = _without((text if isinstance(text, Shingling) else self.shingling(text)).hashes, exclude)
+        hashes = _without(text.hashes if isinstance(text, Shingling) else self.shingle_hashes(text), exclude)
         return Signature(self._weighted_vote(hashes), verification_hashes(hashes))
 
     def signatures(self, texts: Sequence[str]) -> list[tuple[int, Signature]]:
