@@ -30,6 +30,7 @@ __all__ = [
     "segment_hashes",
     "segments",
     "shingle_hash",
+    "shingled_by_line",
     "shingles",
     "simhash",
     "token_count",
@@ -307,6 +308,15 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
         if not kept.all():
             return _normalised(_text(raw[kept]))
     return points, classes, top
+
+
+def shingled_by_line(text: str) -> bool:
+    """Whether the shingles of any lines of ``text`` joined are exactly those of each line alone.
+
+    A line break ends a segment and joins nothing in normalisation, unless the growth limit cuts
+    the normalised text, which an ASCII or NFKC-normalised text never reaches: lower case at most
+    doubles a text."""
+    return text.isascii() or unicodedata.is_normalized("NFKC", text)
 
 
 def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:

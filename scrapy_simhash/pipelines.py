@@ -20,7 +20,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 from scrapy_simhash.boilerplate import BoilerplateLearner, Stripped
 from scrapy_simhash.configured import configured_layout, configured_logs
 from scrapy_simhash.extract import BadFieldError, exact_digest
-from scrapy_simhash.fingerprint import Fingerprinter, verification_hashes
+from scrapy_simhash.fingerprint import Fingerprinter
 from scrapy_simhash.guard import GuardedIndex, IndexUnavailable
 from scrapy_simhash.index import GroupGone, IndexCorrupt, Record
 from scrapy_simhash.judge import InFlightElsewhere, Placement, place, place_exact
@@ -303,7 +303,7 @@ class SimhashPipeline:
         same-host pairs are judged on their whole texts (judge.py)."""
         if len(stripped) == len(text):  # nothing removed: stripping only ever takes lines away
             return SAME_TEXT
-        return whole_text(verification_hashes(self.signer.fingerprinter.shingle_hashes(text)), hashes)
+        return whole_text(self.signer.fingerprinter, text, stripped, hashes)
 
     def _count(self, page: Page, placement: Placement) -> None:
         self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))

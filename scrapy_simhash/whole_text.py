@@ -12,12 +12,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scrapy_simhash.fingerprint import Fingerprinter, shingled_by_line, verification_hashes
+
 __all__ = ["SAME_TEXT", "WholeText", "whole_hashes", "whole_text", "whole_text_jaccard"]
 
 
 class WholeText(NamedTuple):
     """Sorted distinct uint32 verification hashes: those only the whole text has (the removed lines'
-    shingles), and those only the stripped text has (shingles across a removed line)."""
+    shingles), and those only the stripped text has (none where shingles stop at line ends)."""
 
     gained: np.ndarray
     lost: np.ndarray
@@ -32,10 +34,24 @@ _NONE = np.empty(0, np.uint32)
 SAME_TEXT = WholeText(_NONE, _NONE)
 
 
-def whole_text(whole: np.ndarray, stripped: np.ndarray) -> WholeText:
-    """What turns ``stripped`` (a page's stored hashes) back into ``whole`` (its whole text's)."""
-    difference = WholeText(np.setdiff1d(whole, stripped, assume_unique=True).astype(np.uint32),
-                           np.setdiff1d(stripped, whole, assume_unique=True).astype(np.uint32))
+def whole_text(fingerprinter: Fingerprinter, text: str, stripped: str, hashes: np.ndarray) -> WholeText:
+    """What turns ``hashes``, the verification hashes of ``stripped`` (some lines of ``text``, in
+    order), into those of ``text``.
+
+    Shingles stop at line ends, so the whole text's are the stripped text's and those of the lines
+    taken out: only these are shingled, and the stripped text has none the whole text has not. A text
+    whose normalisation could reach across its lines (:func:`shingled_by_line`) is shingled whole.
+    """
+    kept = set(stripped.split("\n"))
+    lines = text.split("\n")
+    if shingled_by_line(text) and kept.issubset(lines):
+        removed = "\n".join(dict.fromkeys(line for line in lines if line not in kept))
+        gained = np.setdiff1d(verification_hashes(fingerprinter.shingle_hashes(removed)), hashes, assume_unique=True)
+        difference = WholeText(gained.astype(np.uint32), _NONE)
+    else:
+        whole = verification_hashes(fingerprinter.shingle_hashes(text))
+        difference = WholeText(np.setdiff1d(whole, hashes, assume_unique=True).astype(np.uint32),
+                               np.setdiff1d(hashes, whole, assume_unique=True).astype(np.uint32))
     return SAME_TEXT if difference.same else difference
 
 
