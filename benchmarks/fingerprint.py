@@ -15,7 +15,11 @@ at 4 KB and whole pages, alone, as the signer cuts 16 of them, and 16 in one bat
 ``--against`` times this version against another fingerprint.py (a worktree of an earlier commit)
 instead, in this process on the same texts: each round times a batch with one and then the other
 (which goes first alternates; CPU time of the process), and the median of the rounds' ratios is
-printed per text size.
+printed per text size. Last, what the pipeline computes of a page with the learner on: the
+signature of its text without the furniture and how its whole text's hashes differ (whole_text.py;
+the other version shingles the whole text again), and the same with this version shingling the
+whole text again: the pages in one of benchmarks/multisite.py's templates (brand, navigation,
+cookie notice, share bar, newsletter box, footer: the lines the learner removes).
 """
 
 from __future__ import annotations
@@ -39,12 +43,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multisite import rendered  # noqa: E402 (a sibling script)
+from multisite import TEMPLATES, rendered  # noqa: E402 (a sibling script)
 
 from scrapy_simhash.calibration import layout_for  # noqa: E402
-from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming  # noqa: E402
+from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming, verification_hashes  # noqa: E402
 from scrapy_simhash.settings import DEFAULTS  # noqa: E402
 from scrapy_simhash.signer import Signer  # noqa: E402
+from scrapy_simhash.whole_text import whole_text  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus-scrapy-docs.jsonl"
 WORD = re.compile(r"\w+")
@@ -138,7 +143,7 @@ def load_other(path: Path) -> Any:
     return module
 
 
-def against_other(label: str, ours: Callable[[Any], object], theirs: Callable[[Any], object], texts: list[str],
+def against_other(label: str, ours: Callable[[Any], object], theirs: Callable[[Any], object], texts: list[Any],
                   rounds: int, batch: int = 128, together: int = 0) -> None:
     """Throughput of ``ours`` over that of ``theirs`` on the same batches: the median of the rounds'
     ratios (each round times both, in alternating order)."""
@@ -151,7 +156,7 @@ def against_other(label: str, ours: Callable[[Any], object], theirs: Callable[[A
         else:
             other, mine = cpu_seconds(theirs, groups), cpu_seconds(ours, groups)
         ratios.append(other / mine)
-    size = sum(len(t.encode()) for t in texts) / len(texts)
+    size = sum(len((t if isinstance(t, str) else t[0]).encode()) for t in texts) / len(texts)
     print(f"  {label:<42} {len(texts):>5} texts of {size:>6,.0f} B: {np.median(ratios):.3f}x "
           f"(quartiles {np.percentile(ratios, 25):.3f}-{np.percentile(ratios, 75):.3f})")
 
@@ -183,6 +188,38 @@ def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int
                   web_short, rounds, together=16)
     against_other("whole pages, one non-ASCII, 16 in one batch", ours.signatures, theirs.signatures,
                   ["\u2019" + t for t in pages], rounds, together=16)
+    furnished = [with_furniture(text, TEMPLATES[at % len(TEMPLATES)]) for at, text in enumerate(web)]
+
+    def stripped_and_whole(shingle_whole: bool) -> Callable[[tuple[str, str]], object]:
+        def sign(page: tuple[str, str]) -> object:
+            whole, stripped = page
+            hashes = ours.signature(stripped).hashes
+            if shingle_whole:
+                return whole_text_again(verification_hashes(ours.shingle_hashes(whole)), hashes)
+            return whole_text(ours, whole, stripped, hashes)
+        return sign
+
+    def stripped_and_whole_other(page: tuple[str, str]) -> object:
+        whole, stripped = page
+        hashes = theirs.signature(stripped).hashes
+        return whole_text_again(other.verification_hashes(theirs.shingle_hashes(whole)), hashes)
+
+    against_other("pages with furniture, stripped signature + whole text", stripped_and_whole(False),
+                  stripped_and_whole_other, furnished, rounds)
+    against_other("  the same, against this version shingling it whole", stripped_and_whole(False),
+                  stripped_and_whole(True), furnished, rounds)
+
+
+def with_furniture(text: str, template: Any) -> tuple[str, str]:
+    """A page's whole text in ``template``'s furniture, one block a line, and the text without it."""
+    head = [template.brand, *template.nav, template.cookie]
+    tail = [template.share, template.newsletter, *template.footer]
+    return "\n".join([*head, text, *tail]), text
+
+
+def whole_text_again(whole: np.ndarray, stripped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The whole-text difference from the whole text's verification hashes, shingled again."""
+    return np.setdiff1d(whole, stripped, assume_unique=True), np.setdiff1d(stripped, whole, assume_unique=True)
 
 
 def digest(fingerprint: Callable[[str], int], texts: list[str]) -> str:

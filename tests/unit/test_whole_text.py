@@ -55,6 +55,12 @@ def test_removed_lines_that_the_stripped_text_also_holds_add_nothing() -> None:
     assert whole_text(FINGERPRINTER, text, stripped, _hashes(stripped)) is SAME_TEXT
 
 
+def test_a_stripped_text_without_words_gains_every_hash_of_the_whole_text() -> None:
+    text = "Menu\n...\nA first paragraph of the article."
+    difference = whole_text(FINGERPRINTER, text, "...", _hashes("..."))
+    assert np.array_equal(difference.gained, _hashes(text)) and not len(difference.lost)
+
+
 def test_a_stripped_text_that_is_not_lines_of_the_text_is_compared_with_the_whole_text() -> None:
     text = "Menu\nA first paragraph of the article."
     stripped = "A first paragraph of the article, edited."
