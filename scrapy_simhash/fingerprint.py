@@ -348,18 +348,18 @@ _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
 def _token_hashes(tokenised: Tokenised, at: np.ndarray) -> np.ndarray:
-    """fmix64 of the polynomial hash of the code points from each index of ``at`` (in order) to the
-    next: of a token, from its start; 0 from a segment end, where only non-word characters follow.
+    """fmix64 of the polynomial hash of each token that starts at ``at`` (in order).
 
-    The terms ``cp * B**position`` of the word characters (0 for the others), summed from each index
-    (``add.reduceat``), times ``B**-index``.
+    The terms ``cp * B**position`` of the word characters (0 for the others), summed from each start
+    to the next (``add.reduceat``), times ``B**-start``.
     """
     if not len(at):
         return _NO_HASHES
     points = tokenised.points
     n = len(points)
     powers, inverses = _powers(n)
-    terms = np.multiply(np.multiply(points, tokenised.word.view(np.uint8)), powers[:n])  # 5x a mask of the terms
+    # The points masked before they are widened: a fifth of the time of masking the terms.
+    terms = np.multiply(np.multiply(points, tokenised.word.view(np.uint8)), powers[:n])
     hashes = np.add.reduceat(terms, at)
     hashes *= inverses.take(at)
     return fmix64(hashes)
@@ -381,6 +381,7 @@ _RAMPS: dict[int, np.ndarray] = {}
 
 
 def _ramp(pad: int, n: int) -> np.ndarray:
+    """The first ``n`` of :data:`_RAMPS` for ``pad``, kept: one numpy call fewer a text."""
     ramp = _RAMPS.get(pad)
     if ramp is None or len(ramp) < n:
         ramp = _RAMPS[pad] = np.arange(max(1024, 1 << (n - 1).bit_length()), dtype=np.intp) * (pad - 1) + pad
