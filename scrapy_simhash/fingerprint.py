@@ -395,7 +395,7 @@ def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]
     which add nothing to a fold: one correlation of the stream gives each window of a segment's
     tokens, and a segment shorter than ``width`` its one shingle in the window that ends at its last
     token, zeros before it. A window is taken where the token ``width - 1`` before it is of the same
-    segment (it holds no zero), or where it ends a segment.
+    segment (it holds no zero), or where it ends a segment (docs/decisions/shingle-stream.md).
     """
     tokens = tokenised.token.nonzero()[0]  # the event index of each token
     n, pad = len(tokens), width - 1
