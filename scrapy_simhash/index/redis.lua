@@ -361,32 +361,24 @@ end
 -- A lookup's reply in few elements, since the client parses a reply element by element: one string
 -- of sequence number, added rid (0: none, BUSY), records of the same id in this session and
 -- earlier ones (doubles), the counts of stale write ids and of candidates (4 bytes each), the stale
--- write ids (8 bytes each) and the candidates; then ``rows``, the details rows, in place.
+-- write ids (8 bytes each) and the candidates; then ``rows``, the page rows, in place.
 local function lookup_reply(seq, added, this, earlier, stale, candidates, rows)
     table.insert(rows, 1, pack(LOOKUP_HEAD, seq, added, this, earlier, #stale, #candidates)
         .. table.concat(stale) .. table.concat(candidates))
     return rows
 end
 
--- A candidate's page data for verification, one string so that many parse in few steps: eight
--- 4-byte lengths, then verification blob, id, url, host, canonical id, canonical url, first seen,
--- canonical first seen; '' when gone.
--- Without ``with_blob`` (the caller holds the hashes) the blob is left out, its length OMITTED. HELD
--- in place of a row: the caller holds all of it (its own record, and its group's canonical).
-local function detail_row(wid, head_wid, with_blob)
-    local key = DATA .. wid
-    local f = with_blob and redis.call('HMGET', key, F_ID, F_URL, F_HOST, F_FIRST_SEEN, F_BLOB)
-        or redis.call('HMGET', key, F_ID, F_URL, F_HOST, F_FIRST_SEEN)
+-- A record's page data, one string so that many parse in few steps: the lengths of its fields
+-- (PAGE_HEAD), then verification blob, id, url, host, first seen; '' when gone. Without ``with_blob``
+-- (the caller holds the hashes, or reads the page as a canonical) the blob is left out, its length
+-- OMITTED. The client makes a candidate's details of its page and its canonical's (redis.py ``_details``).
+local function page_row(wid, with_blob)
+    local f = with_blob and redis.call('HMGET', DATA .. wid, F_ID, F_URL, F_HOST, F_FIRST_SEEN, F_BLOB)
+        or redis.call('HMGET', DATA .. wid, F_ID, F_URL, F_HOST, F_FIRST_SEEN)
     if not f[1] then return '' end
     local blob, seen = with_blob and f[5] or '', f[4] or ''
-    local head_id, head_url, head_seen = f[1], f[2], seen
-    if head_wid ~= wid then
-        local head = head_wid ~= '' and redis.call('HMGET', DATA .. head_wid, F_ID, F_URL, F_FIRST_SEEN) or {}
-        head_id, head_url, head_seen = head[1] or '', head[2] or '', head[3] or ''
-    end
-    return pack(DETAILS_HEAD, with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #head_id, #head_url,
-                #seen, #head_seen)
-        .. blob .. f[1] .. f[2] .. f[3] .. head_id .. head_url .. seen .. head_seen
+    return pack(PAGE_HEAD, with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #seen) .. blob .. f[1] .. f[2] .. f[3]
+        .. seen
 end
 
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
@@ -513,8 +505,8 @@ end
 
 -- Arguments: since, sketch, whether the page data came along (one server) or is stored (a cluster),
 -- then insert's. Candidates newer than ``since``, best first, or the record added when there are
--- none (NEEDS_DATA, nothing written, when its data did not come), as lookup_reply, with the details
--- rows of the FIRST_READ best candidates (one server only).
+-- none (NEEDS_DATA, nothing written, when its data did not come), as lookup_reply, with the
+-- page rows of the FIRST_READ best candidates (one server only).
 local function check_add(a)
     local since, sketch, ready = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2] == '1'
     local idh, wid, session = ARGV[a + 6], ARGV[a + 4], ARGV[a + 5]
@@ -562,11 +554,11 @@ local function check_add(a)
     for i, c in ipairs(found) do
         candidates[i] = candidate_reply(c.r, c.g, c.same, c.head)
         if WRITE_DATA and i <= FIRST_READ then
-            local own = c.r.session == session  -- the caller holds what it wrote (redis.py ``_held_details``)
-            if own and (not c.head or c.head.session == session) then
-                read[i] = HELD
-            else
-                read[i] = detail_row(c.r.wid, c.head and c.head.wid or '', not own)
+            -- The pages its details are made of, as redis.py ``_pages_of`` lists them; the caller holds
+            -- what it wrote.
+            read[#read + 1] = c.r.session == session and HELD or page_row(c.r.wid, true)
+            if c.head and c.head.rid ~= c.r.rid then
+                read[#read + 1] = c.head.session == session and HELD or page_row(c.head.wid, false)
             end
         end
     end
@@ -719,12 +711,11 @@ local function identity(a)
     return redis.call('HMGET', meta, 'schema', 'fingerprint', 'layout')
 end
 
--- Arguments: triples of (write id, its group's canonical's write id, '1' if the blob is wanted) up
--- to ARGV[last] (default: all); one server only (the page data is in the function's reach). Rows as
--- detail_row.
+-- Arguments: pairs of (write id, '1' if the blob is wanted) up to ARGV[last] (default: all); one
+-- server only (the page data is in the function's reach). Rows as page_row.
 local function details(a, last)
     local out = {}
-    for i = a, last or #ARGV, 3 do out[#out + 1] = detail_row(ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1') end
+    for i = a, last or #ARGV, 2 do out[#out + 1] = page_row(ARGV[i], ARGV[i + 1] == '1') end
     return out
 end
 

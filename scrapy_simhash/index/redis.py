@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 from importlib.resources import files
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.exceptions
 
@@ -50,7 +50,7 @@ _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="u
 # Groups closed per expiry call: each is one function call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
 _NO_DATA = [""] * len(wire.PAGE_FIELDS)
-_HELD = object()  # a wire.HELD row, unpacked
+_LET_GO = object()  # a page, or the hashes of a blob left out, that this crawl held and let go since
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
 #: it copies and rewrites stays short. Measured: docs/decisions/bucket-fields.md.
@@ -104,6 +104,41 @@ def _time(value: bytes) -> float:
         return float(value) if value else 0.0
     except ValueError:
         return 0.0
+
+
+class _Page(NamedTuple):
+    """One record's page data, as a candidate's details are made of it."""
+
+    data: Verification | None  # None: no verification data kept, or unreadable
+    id: str
+    url: str
+    host: str
+    first_seen: float
+
+
+def _pages_of(candidates: list[Candidate]) -> list[tuple[bytes, bool]]:
+    """The pages the candidates' details are made of, by write id, and whether their blob is wanted:
+    each candidate's, then its group's canonical's when that is another record (``check_add`` in
+    redis.lua returns them in this order)."""
+    wanted: list[tuple[bytes, bool]] = []
+    for c in candidates:
+        wanted.append((c.key, True))
+        if c.canonical_key not in (b"", c.key):
+            wanted.append((c.canonical_key, False))
+    return wanted
+
+
+def _resolved(pages: dict[bytes, _Page | None], key: bytes, blob: bool) -> bool:
+    """Whether ``pages`` has the page under ``key`` as a candidate's details need it (with its hashes
+    when ``blob``), or knows it gone."""
+    page = pages.get(key, _LET_GO)
+    return page is None or (page is not _LET_GO and not (blob and page.data is _LET_GO))
+
+
+def _keep(pages: dict[bytes, _Page | None], key: bytes, blob: bool, page: _Page | object | None) -> None:
+    """Put a page read (a listing wanted its blob or not) into ``pages``, where it adds what they lack."""
+    if page is not _LET_GO and not _resolved(pages, key, blob):
+        pages[key] = page  # type: ignore[assignment]
 
 
 def _text(value: str | bytes) -> str:
@@ -361,122 +396,85 @@ class RedisIndex(Index):
         await self._forget(stale)
         if added:
             self._stored(record)
-        best = candidates[: len(rows)]  # their data came along (none on a cluster)
-        read = self._details(self._unpack_rows(rows), best, self._kept.held([c.key for c in best]))
-        return Lookup(added or None, candidates, seq, (this, earlier), read=read)
+        best = candidates[:FIRST_READ] if rows else []  # their pages came along (none on a cluster)
+        pages: dict[bytes, _Page | None] = {}
+        for (key, blob), row in zip(_pages_of(best), rows, strict=True):
+            _keep(pages, key, blob, self._page(key, row))
+        return Lookup(added or None, candidates, seq, (this, earlier), read=self._details(best, pages))
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
-        """Candidates' data; what this crawl holds of them is not read again: all of it for its own
-        records (:meth:`_held_details`), the blob of those whose hashes it holds."""
-        found: dict[bytes, Details | None] = {}
-        for candidate in candidates:
-            if (details := self._held_details(candidate)) is not None:
-                found[candidate.key] = details
-        unheld = [c for c in candidates if c.key not in found]
-        if unheld:
-            held = self._kept.held([c.key for c in unheld])  # now: a reply to come may find them let go
-            if self.cluster:
-                rows = await self._cluster_details(unheld, held)
-            else:
-                asked = [arg for c in unheld for arg in (c.key, c.canonical_key, int(c.key not in held))]
-                rows = self._unpack_rows(await self._batched("details", *asked))
-            found.update(self._details(rows, unheld, held))
+        """Candidates' data, made of their pages and their canonicals' (:func:`_pages_of`): what this
+        crawl holds of them is not read again, all of it for its own records, the blob of those whose
+        hashes it holds. A page whose hashes were let go between the read and its reply is read again."""
+        wanted = dict(sorted(_pages_of(candidates), key=lambda page: page[1]))  # the blob, if any listing wants it
+        pages: dict[bytes, _Page | None] = {}
+        for key in wanted:
+            if (held := self._kept.page(key)) is not None:
+                pages[key] = _Page(*held)
+        while len(found := self._details(candidates, pages)) < len(candidates):
+            unread = [(key, blob) for key, blob in wanted.items() if not _resolved(pages, key, blob)]
+            read = await self._read_pages([(key, blob and self._kept.get(key) is None) for key, blob in unread])
+            for (key, blob), page in zip(unread, read, strict=True):
+                _keep(pages, key, blob, page)
         return [found[c.key] for c in candidates]
 
-    def _details(
-        self,
-        rows: list[tuple[bytes | None, ...] | object | None],
-        candidates: list[Candidate],
-        held: dict[bytes, Verification],
-    ) -> dict[bytes, Details | None]:
-        """The candidates' data from their rows, by write id, with the hashes ``held`` (for a blob
-        left out) or decoded before; for a row :data:`_HELD`, all of it from what this crawl holds.
-        A row that counted on data let go since the server saw it is left out: to be read again."""
+    def _details(self, candidates: list[Candidate], pages: dict[bytes, _Page | None]) -> dict[bytes, Details | None]:
+        """The candidates' data from their pages and their canonicals' (None for a candidate whose page is
+        gone); a candidate a page of which is not in ``pages``, or whose hashes were let go, is left out."""
         out: dict[bytes, Details | None] = {}
-        for row, candidate in zip(rows, candidates, strict=True):
-            key = candidate.key
-            if row is None:
-                out[key] = None
+        for candidate in candidates:
+            page = pages.get(candidate.key, _LET_GO)
+            if page is None:
+                out[candidate.key] = None
                 continue
-            if row is _HELD:
-                details = self._held_details(candidate)
-                if details is not None:
-                    out[key] = details
+            if page is _LET_GO or page.data is _LET_GO:
                 continue
-            blob, id_, url, host, head_id, head_url, seen, head_seen = row
-            data = held.get(key) if blob is None else self._verification(blob, key)
-            if data is None and blob is None:
-                continue
-            hashes, whole = data if data is not None else (None, SAME_TEXT)
-            out[key] = Details(
-                id_.decode(), url.decode(), host.decode(), hashes, head_id.decode(), head_url.decode(), whole,
-                _time(seen), _time(head_seen),
+            head: _Page | None = page  # the candidate is its group's canonical
+            if not candidate.canonical_key:
+                head = None  # the group has no canonical record
+            elif candidate.canonical_key != candidate.key:
+                head = pages.get(candidate.canonical_key, _LET_GO)
+                if head is _LET_GO:
+                    continue
+            hashes, whole = (page.data.hashes, page.data.whole) if page.data is not None else (None, SAME_TEXT)
+            out[candidate.key] = Details(
+                page.id, page.url, page.host, hashes, head.id if head else "", head.url if head else "", whole,
+                page.first_seen, head.first_seen if head else 0.0,
             )
         return out
 
-    def _held_details(self, candidate: Candidate) -> Details | None:
-        """A candidate's data from what this crawl holds of it and of its group's canonical, as
-        ``detail_row`` would read it; None where some was let go."""
-        page = self._kept.page(candidate.key)
-        if page is None:
-            return None
-        data, id_, url, host, seen = page
-        head: tuple[str, str, float] = (id_, url, seen)  # the candidate is its group's canonical
-        if not candidate.canonical_key:
-            head = ("", "", 0.0)  # the group has no canonical record
-        elif candidate.canonical_key != candidate.key:
-            canonical = self._kept.page(candidate.canonical_key)
-            if canonical is None:
-                return None
-            head = (canonical[1], canonical[2], canonical[4])
-        return Details(id_, url, host, data.hashes, head[0], head[1], data.whole, seen, head[2])
-
-    @staticmethod
-    def _unpack_rows(packed: list[bytes]) -> list[tuple[bytes | None, ...] | object | None]:
-        """Page data rows as ``detail_row`` in redis.lua packs them; a blob left out is None."""
-        rows: list[tuple[bytes | None, ...] | object | None] = []
-        for row in packed:
-            if not row:
-                rows.append(None)
-                continue
+    def _page(self, key: bytes, row: bytes | tuple[bytes | None, ...]) -> _Page | None:
+        """A page from its row, packed (``page_row`` in redis.lua) or read field by field (a cluster): None
+        when gone; with the hashes this crawl holds for a blob left out (:data:`_LET_GO` if none now)."""
+        if isinstance(row, bytes):
             if row == wire.HELD:
-                rows.append(_HELD)
-                continue
-            at, fields = wire.DETAILS_HEAD.size, []
-            for length in wire.DETAILS_HEAD.unpack_from(row):
-                if length == wire.OMITTED:
-                    fields.append(None)
-                    continue
-                fields.append(row[at : at + length])
-                at += length
-            rows.append(tuple(fields))
-        return rows
+                held = self._kept.page(key)
+                return _LET_GO if held is None else _Page(*held)  # type: ignore[return-value]
+            if not row:
+                return None
+            at, fields = wire.PAGE_HEAD.size, []
+            for length in wire.PAGE_HEAD.unpack_from(row):
+                fields.append(None if length == wire.OMITTED else row[at : at + length])
+                at += 0 if length == wire.OMITTED else length
+            row = tuple(fields)
+        blob, id_, url, host, seen = row
+        if id_ is None:
+            return None
+        data = self._verification(blob, key) if blob is not None else (self._kept.get(key) or _LET_GO)
+        return _Page(data, id_.decode(), url.decode(), host.decode(), _time(seen))
 
-    async def _cluster_details(
-        self, candidates: list[Candidate], held: dict[bytes, Verification]
-    ) -> list[tuple[bytes | None, ...] | None]:
-        """Page data of candidates and their canonicals, read where a cluster keeps it: spread over
-        the nodes, out of the function's reach; the blobs of hashes ``held`` are not read."""
-        heads = [c.canonical_key for c in candidates if c.canonical_key not in (b"", c.key)]
-        async with self.client.pipeline(transaction=False) as pipe:
-            for c in candidates:
-                fields = (wire.ID, wire.URL, wire.HOST, wire.FIRST_SEEN)
-                pipe.hmget(self._data_key(c.key), *fields, *(() if c.key in held else (wire.BLOB,)))
-            for key in heads:
-                pipe.hmget(self._data_key(key), wire.ID, wire.URL, wire.FIRST_SEEN)
-            replies = await pipe.execute()
-        head_of = dict(zip(heads, replies[len(candidates) :]))
-        rows: list[tuple[bytes | None, ...] | None] = []
-        for c, (id_, url, host, seen, *blob) in zip(candidates, replies):
-            if id_ is None:
-                rows.append(None)
-                continue
-            head = (id_, url, seen) if c.canonical_key == c.key else head_of.get(c.canonical_key, (None, None, None))
-            rows.append((
-                (blob[0] or b"") if blob else None, id_, url, host, head[0] or b"", head[1] or b"",
-                seen or b"", head[2] or b"",
-            ))
-        return rows
+    async def _read_pages(self, wanted: list[tuple[bytes, bool]]) -> list[_Page | None]:
+        """Pages by write id, with their blob where asked: through the function on one server, where a
+        cluster keeps them (spread over the nodes, out of the function's reach) otherwise."""
+        if not self.cluster:
+            rows = await self._batched("details", *(arg for key, blob in wanted for arg in (key, int(blob))))
+        else:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key, blob in wanted:
+                    pipe.hmget(self._data_key(key), wire.ID, wire.URL, wire.HOST, wire.FIRST_SEEN,
+                               *((wire.BLOB,) if blob else ()))
+                rows = [((found[4] or b"") if len(found) > 4 else None, *found[:4]) for found in await pipe.execute()]
+        return [self._page(key, row) for (key, _), row in zip(wanted, rows, strict=True)]
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)

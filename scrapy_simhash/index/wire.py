@@ -11,17 +11,17 @@ import re
 import struct
 
 __all__ = [
-    "BUSY", "CANDIDATE", "CANDIDATE_OFFSETS", "DETAILS_HEAD", "HELD", "JOINED", "LOOKUP_HEAD", "NEEDS_DATA",
-    "OMITTED", "PAGE_FIELDS", "WRITE_ID", "lua_constants", "lua_string",
+    "BUSY", "CANDIDATE", "CANDIDATE_OFFSETS", "HELD", "JOINED", "LOOKUP_HEAD", "NEEDS_DATA", "OMITTED",
+    "PAGE_FIELDS", "PAGE_HEAD", "WRITE_ID", "lua_constants", "lua_string",
 ]
 
 #: In place of a lookup's added rid: the id is pending in another live session.
 BUSY = -1
 #: In place of a lookup's added rid: the page is new and its lookup came without its page data.
 NEEDS_DATA = -2
-#: A details row's blob length when the blob is left out (the caller holds the hashes).
+#: A page row's blob length when the blob is left out (the caller holds the hashes, or has no use for them).
 OMITTED = 0xFFFFFFFF
-#: In place of a details row: the caller holds all of its data (its own record and canonical).
+#: In place of a page row: the caller holds all of that page's data (a record it wrote).
 HELD = b"-"
 #: Bytes of a write id, the name of a record's page data.
 WRITE_ID = 8
@@ -31,10 +31,9 @@ BLOB, ID, URL, HOST, FIRST_SEEN = PAGE_FIELDS[:5]
 
 #: Replies packed by the function (Lua ``struct.pack`` formats): a lookup's head (sequence number,
 #: added rid, this session's and earlier records of the id, counts of stale write ids and
-#: candidates); a details row's eight lengths (blob, id, URL, host, canonical id and URL, first seen
-#: of the record and of its canonical); a join's
-#: rid, group, canonical, size and whether the record is banded.
-_LUA_FORMATS = {"LOOKUP_HEAD": ">ddddI4I4", "DETAILS_HEAD": ">I4I4I4I4I4I4I4I4", "JOINED": ">ddddd"}
+#: candidates); a page row's lengths of blob, id, URL, host and first seen; a join's rid, group,
+#: canonical, size and whether the record is banded.
+_LUA_FORMATS = {"LOOKUP_HEAD": ">ddddI4I4", "PAGE_HEAD": ">I4I4I4I4I4", "JOINED": ">ddddd"}
 #: A candidate in a lookup's reply, field by field: rid, group and canonical rid (5 bytes each),
 #: fingerprint, sketch bytes shared, write id, whether the group has a canonical record, its write id.
 CANDIDATE_FIELDS = (("rid", 5), ("group", 5), ("canonical", 5), ("fingerprint", 8), ("equal", 2),
@@ -50,7 +49,7 @@ def _python_struct(lua: str) -> struct.Struct:
 
 
 LOOKUP_HEAD = _python_struct(_LUA_FORMATS["LOOKUP_HEAD"])
-DETAILS_HEAD = _python_struct(_LUA_FORMATS["DETAILS_HEAD"])
+PAGE_HEAD = _python_struct(_LUA_FORMATS["PAGE_HEAD"])
 JOINED = _python_struct(_LUA_FORMATS["JOINED"])
 
 

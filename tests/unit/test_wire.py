@@ -23,5 +23,5 @@ def test_the_library_names_no_page_data_field_and_packs_no_reply_by_a_literal_fo
 
 
 def test_the_python_structs_read_what_the_lua_formats_pack():
-    assert wire.LOOKUP_HEAD.format == ">ddddII" and wire.DETAILS_HEAD.size == 32 and wire.JOINED.size == 40
+    assert wire.LOOKUP_HEAD.format == ">ddddII" and wire.PAGE_HEAD.size == 20 and wire.JOINED.size == 40
     assert wire.CANDIDATE == 42 and wire.CANDIDATE_OFFSETS[-1] == wire.CANDIDATE
