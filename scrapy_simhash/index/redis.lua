@@ -519,9 +519,9 @@ local function check_add(a)
     local seen, best, query = {}, {}, nil
     for b = 1, BANDS do
         for _, rid in ipairs(band_rids(sketch, b)) do
-            if rid > since and not seen[rid] then
-                seen[rid] = true
+            if rid > since and seen[rid] == nil then
                 local s = read_slot('m', SLOT, rid)
+                seen[rid] = s or false
                 if s then
                     query = query or {byte(sketch, 1, K)}
                     local same = same_bytes(s, SLOT - K + 1, query)
@@ -536,7 +536,8 @@ local function check_add(a)
     local found = {}
     for gid, kept in pairs(best) do
         local g = group(gid)
-        local head = g and g.canonical > 0 and record(g.canonical)
+        local slot = g and g.canonical > 0 and seen[g.canonical]  -- the canonical's slot, if the scan read it
+        local head = g and g.canonical > 0 and (slot and parse_record(g.canonical, slot) or record(g.canonical))
         if g and g.flags ~= CLOSED and not (head and crashed(head, session)) then
             for _, c in ipairs(kept) do
                 c.r, c.g, c.head = parse_record(c.rid, c.s), g, head
