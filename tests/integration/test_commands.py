@@ -10,6 +10,8 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+import pytest
+
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.index import open_index
 from scrapy_simhash.layout import Layout
@@ -160,28 +162,22 @@ def test_boilerplate_names_a_sqlite_index_without_a_redis_prefix(tmp_path):
     assert done.stdout.strip() == f"example.org: no furniture in sqlite:///{index}"
 
 
-def test_erasing_an_unknown_page_says_so_and_fails(tmp_path):
+@pytest.mark.parametrize("page, said", [
+    ("https://nowhere.example/x", "https://nowhere.example/x"),
+    ("page\n\x1b[2J1", "page\\n\\x1b[2J1"),  # an id's control characters escaped, never written raw
+])
+def test_erasing_an_unknown_page_says_so_and_fails(tmp_path, page, said):
     index = tmp_path / "docs.sqlite3"
     asyncio.run(_empty_index(f"sqlite:///{index}"))
-    done = run("-m", "scrapy", "simhash-erase", "https://nowhere.example/x", "--spider", "docs",
+    done = run("-m", "scrapy", "simhash-erase", page, "--spider", "docs",
                "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", "-s", f"SIMHASH_MERGE_LOG={tmp_path}/m.jsonl",
                "-s", "SIMHASH_REVIEW_LOG=", cwd=tmp_path)
     assert done.returncode == 1
-    assert "https://nowhere.example/x: no record in index" in done.stderr and "nothing erased" in done.stderr
+    assert f"{said}: no record in index" in done.stderr and "nothing erased" in done.stderr
+    assert "\x1b" not in done.stderr
 
 
 async def _empty_index(url: str) -> None:
     index = open_index(url, layout=layout_for(DEFAULTS["SIMHASH_JACCARD_THRESHOLD"], DEFAULTS["SIMHASH_TARGET_RECALL"]))
     await index.open()
     await index.close()
-
-
-def test_erase_writes_an_id_with_control_characters_escaped(tmp_path):
-    index = tmp_path / "docs.sqlite3"
-    asyncio.run(_empty_index(f"sqlite:///{index}"))
-    done = run("-m", "scrapy", "simhash-erase", "page\n\x1b[2J1", "--spider", "docs",
-               "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", "-s", f"SIMHASH_MERGE_LOG={tmp_path}/m.jsonl",
-               "-s", "SIMHASH_REVIEW_LOG=", cwd=tmp_path)
-    assert done.returncode == 1
-    assert "page\\n\\x1b[2J1: no record in index" in done.stderr
-    assert "\x1b" not in done.stderr
