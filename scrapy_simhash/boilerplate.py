@@ -604,14 +604,14 @@ class BoilerplateLearner:
         furniture = self._readable(host, stored, "learning it again") if stored is not None else None
         if furniture is None:
             return None
-        self.stats.inc_value("simhash/boilerplate/hosts_loaded")
         sample = [] if furniture.pages < self.sample_pages else None
         state = _Host(furniture, furniture.version, sample)
         # Published by the load itself, before anyone awaiting it runs: a page of the host arriving
         # between the load's end and its caller's turn must find it, not load it again. Another page
-        # may have started or even ended a warm-up meanwhile: that one wins.
+        # may have started or even ended a warm-up meanwhile: that one wins, and counts the host.
         if host not in self._hosts and host not in self._warmups:
             self._publish(host, state)
+            self.stats.inc_value("simhash/boilerplate/hosts_loaded")
         return state
 
     def _publish(self, host: str, state: _Host) -> _Host:

@@ -382,3 +382,58 @@ async def test_two_crawls_on_one_index_strip_a_host_with_one_furniture(redis_ser
     assert len(versions) == 1 and 0 not in versions
     adopted = [simhash_stats(pipeline)["simhash/boilerplate/hosts_adopted"] for pipeline in (first, second)]
     assert sorted(adopted) == [0, 1]
+
+
+class RacedStore:
+    """The crawl's real store, with another crawl finishing its warm-up of the host at a chosen moment.
+
+    The first load waits for ``go``; as it returns (nothing stored yet), ``returned`` is set. Before
+    any later load, the other crawl stores ``theirs``, as it does once its own sample is complete.
+    """
+
+    def __init__(self, store, theirs: Furniture) -> None:
+        self.store, self.theirs = store, theirs
+        self.go, self.returned = asyncio.Event(), asyncio.Event()
+        self.loads = 0
+
+    async def load_boilerplate(self, host: str) -> bytes | None:
+        self.loads += 1
+        if self.loads == 1:
+            await self.go.wait()
+            stored = await self.store.load_boilerplate(host)
+            self.returned.set()
+            return stored
+        await self.store.save_boilerplate(host, self.theirs.version, encode(self.theirs))
+        return await self.store.load_boilerplate(host)
+
+    async def save_boilerplate(self, host: str, version: int, blob: bytes) -> bytes:
+        return await self.store.save_boilerplate(host, version, blob)
+
+
+async def test_a_page_between_a_load_and_the_warmup_it_starts_counts_the_host_once(settings) -> None:
+    """A page that comes between the host's first load (nothing stored) and the warm-up that load
+    starts loads the host again; the other crawl has stored its set meanwhile. That load is not
+    used (the warm-up runs, and adopts the other crawl's set): the host counts once, as adopted."""
+    theirs = learn([page_lines(site_page(n, STATEMENT[:1] + article(n))) for n in (3, 4, 5)])
+    pipeline = await open_pipeline(settings)
+    learner = pipeline.learner
+    store = learner.store = RacedStore(learner.store, theirs)
+
+    async def page_after_the_first_load_returned(n: int):
+        await store.returned.wait()
+        await asyncio.sleep(0)  # after the load's end is published, before its caller's turn
+        return await learner.strip("a.example", site_page(n, article(n)))
+
+    try:
+        first = asyncio.ensure_future(learner.strip("a.example", site_page(0, article(0))))
+        second = asyncio.ensure_future(page_after_the_first_load_returned(1))
+        await until(lambda: store.loads == 1)
+        store.go.set()
+        await until(lambda: learner.held == 2)
+        stripped = await asyncio.gather(first, second, learner.strip("a.example", site_page(2, article(2))))
+    finally:
+        await pipeline.close_spider()
+    assert store.loads == 2  # the page came in that gap
+    assert {page.version for page in stripped} == {theirs.version}
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/hosts_adopted"] == 1 and stats["simhash/boilerplate/hosts_loaded"] == 0
