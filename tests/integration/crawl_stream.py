@@ -7,7 +7,8 @@ Each item is the answer to a request (a ``data:`` URL, nothing leaves the machin
 ``OUT_DIR/kept.jsonl`` (a feed), the merge log goes to ``OUT_DIR/merges.jsonl`` and the crawl's
 stats (``finish_reason`` included) to ``OUT_DIR/stats.json``. The crawl reports on its standard
 output, a line each, what a test waits for: ``held`` (``StallPipeline``), ``stored N`` (N items in
-the feed's stored batches so far) and, with the setting ``STREAM_BARRIER``, ``ready``, after which
+the feed's stored batches so far), ``confirmed N`` (N records the SimHash pipeline confirmed on its
+index so far) and, with the setting ``STREAM_BARRIER``, ``ready``, after which
 the spider emits nothing until a line arrives on its standard input, so that several crawler
 processes really ingest at the same moment. Used by the multi-process and fail-mode tests. With
 the setting ``STREAM_ITEMS_PER_PAGE`` a response yields that many items, as a listing page does;
@@ -138,6 +139,29 @@ class StoredReport:
         report(f"stored {self.stored}")
 
 
+class ConfirmedReport:
+    """Reports ``confirmed N`` each time the SimHash pipeline's confirmation of delivered pages has
+    returned from its index, N the records confirmed so far: the pipeline's own call, observed."""
+
+    def __init__(self, crawler) -> None:
+        self.crawler = crawler
+        self.confirmed = 0
+
+    def spider_opened(self) -> None:  # sent once every pipeline has opened, its index included
+        for pipeline in self.crawler.engine.scraper.itemproc.middlewares:
+            index = getattr(getattr(pipeline, "upkeep", None), "index", None)
+            if index is not None:
+                index.confirm = self._reported(index.confirm)
+
+    def _reported(self, confirm):
+        async def reported(rids: list[int]) -> None:
+            await confirm(rids)
+            self.confirmed += len(rids)
+            report(f"confirmed {self.confirmed}")
+
+        return reported
+
+
 def crawl(items_path: str, out_dir: Path, overrides: dict) -> None:
     settings = {
         "ITEM_PIPELINES": {"scrapy_simhash.pipelines.SimhashPipeline": 300},
@@ -158,6 +182,8 @@ def crawl(items_path: str, out_dir: Path, overrides: dict) -> None:
     crawler = process.create_crawler(StreamSpider)
     stored = StoredReport()
     crawler.signals.connect(stored.slot_closed, signal=signals.feed_slot_closed)
+    confirmed = ConfirmedReport(crawler)
+    crawler.signals.connect(confirmed.spider_opened, signal=signals.spider_opened)
     process.crawl(crawler, items_path=items_path)
     process.start()
     (out_dir / "stats.json").write_text(json.dumps(crawler.stats.get_stats(), default=str))

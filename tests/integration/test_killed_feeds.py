@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -42,18 +39,6 @@ def start(out: Path, run: str, stall_after: int = 0) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def confirmed(index: Path, count: int, timeout: float = 60.0) -> None:
-    """Wait until ``count`` records of the index are confirmed: the crawl confirms a stored batch at
-    once, but on the index's thread, which a kill can beat."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with closing(sqlite3.connect(index, timeout=10)) as db:
-            if db.execute("SELECT count(*) FROM records WHERE pending IS NULL").fetchone()[0] >= count:
-                return
-        assert time.monotonic() < deadline, f"fewer than {count} records confirmed after {timeout} s"
-        time.sleep(0.05)
-
-
 def urls(folder: Path) -> list[str]:
     return [json.loads(line)["url"] for path in sorted(folder.glob("kept-*.jsonl"))
             for line in path.read_text().splitlines()]
@@ -64,16 +49,16 @@ def test_a_crawl_killed_after_its_batches_were_stored_has_them_exported_once(tmp
     The index calls of the held items run after the stored batches' confirmations (one SQLite
     thread, in order), so the rerun finds those pages confirmed and exports only the rest."""
     first = start(tmp_path, "killed", stall_after=2 * BATCH)
-    seen = {"held": False, "stored": 0}
+    seen = {"held": False, "stored": 0, "confirmed": 0}
 
     def reached(line: str) -> bool:
         seen["held"] = seen["held"] or line == "held"
-        if line.startswith("stored "):
-            seen["stored"] = int(line.removeprefix("stored "))
-        return seen["held"] and seen["stored"] >= 2 * BATCH
+        for count in ("stored", "confirmed"):  # confirmed: on the index's thread, which a kill can beat
+            if line.startswith(f"{count} "):
+                seen[count] = int(line.removeprefix(f"{count} "))
+        return seen["held"] and seen["stored"] >= 2 * BATCH and seen["confirmed"] >= 2 * BATCH
 
-    wait_for(first, reached, "two batches stored and ten items held")
-    confirmed(tmp_path / "index.db", 2 * BATCH)  # the stored batches' pages, confirmed on the index's thread
+    wait_for(first, reached, "two batches stored and confirmed, and ten items held")
     first.send_signal(signal.SIGKILL)
     first.wait()
     rerun = start(tmp_path, "rerun")
