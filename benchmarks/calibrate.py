@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.offline.evaluate import ground_truth, read_documents
 from scrapy_simhash.settings import DEFAULTS
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 __all__ = ["calibrated_layout", "layout_for"]
 

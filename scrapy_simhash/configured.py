@@ -16,7 +16,7 @@ from scrapy_simhash.settings import stream_key
 
 if TYPE_CHECKING:
     from scrapy_simhash.index import Index
-    from scrapy_simhash.layout import Layout
+    from scrapy_simhash.minhash import Layout
     from scrapy_simhash.settings import SimhashSettings
 
 __all__ = ["ConfiguredLog", "configured_index", "configured_layout", "configured_logs"]

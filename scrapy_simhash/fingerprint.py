@@ -102,7 +102,7 @@ _BASE = 0x9E3779B185EBCA87
 # Multiplier that folds a shingle's token hashes in order (odd, so the fold is a bijection in each
 # position), and the murmur3 fmix64 constants that spread a value over all 64 bits. 0-d arrays: a
 # numpy scalar operand is converted on every call, which costs as much as the operation on a short text.
-GOLDEN_64 = 0x9E3779B97F4A7C15  # 2**64 / the golden ratio, odd: also spreads layout.py's donor attempts
+GOLDEN_64 = 0x9E3779B97F4A7C15  # 2**64 / the golden ratio, odd: also spreads minhash.py's donor attempts
 _FOLD = np.array(GOLDEN_64, dtype=np.uint64)
 _FMIX1 = np.array(0xFF51AFD7ED558CCD, dtype=np.uint64)
 _FMIX2 = np.array(0xC4CEB9FE1A85EC53, dtype=np.uint64)

@@ -30,7 +30,7 @@ from scrapy_simhash.index import (
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_simhash.layout import Layout
+    from scrapy_simhash.minhash import Layout
 
 __all__ = ["GuardedIndex", "IndexUnavailable"]
 

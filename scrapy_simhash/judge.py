@@ -18,7 +18,7 @@ from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
 from scrapy_simhash.index import (
     FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record, StoredRecord,
 )
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.whole_text import whole_text_jaccard
 
 __all__ = [

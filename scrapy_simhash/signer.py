@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from scrapy_simhash.fingerprint import Fingerprinter, Signature
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector

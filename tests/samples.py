@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from scrapy_simhash.index import Record, open_index
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 LAYOUT = Layout(bands=16, rows=6, min_estimate=0.72)
 ODD_IDS = ["a:b:c", "with space", "line\nbreak", "ünïcødé·id", "{tag}", "x" * 300]

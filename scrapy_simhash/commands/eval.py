@@ -14,7 +14,7 @@ from scrapy.exceptions import UsageError
 from scrapy_simhash.commands import LineBreaksHelpFormatter, SimhashCommand, number_list
 from scrapy_simhash.configured import configured_layout
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.offline.evaluate import (
     THRESHOLDS,
     Configuration,

@@ -30,7 +30,7 @@ from scrapy_simhash.index.base import (
     StoredRecord,
 )
 from scrapy_simhash.index.retention import Retention
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.redis_url import REDIS_SCHEMES, is_redis, mask_url
 
 __all__ = [

@@ -22,7 +22,7 @@ from scrapy_simhash.fingerprint import FINGERPRINT_VERSION
 from scrapy_simhash.whole_text import SAME_TEXT, WholeText
 from scrapy_simhash.index.codec import decode_verification, encode_verification
 from scrapy_simhash.index.retention import Retention
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 __all__ = [
     "Candidate",

@@ -39,7 +39,7 @@ from scrapy_simhash.index.base import (
     handle,
 )
 from scrapy_simhash.whole_text import SAME_TEXT
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.redis_url import EVICTION_FIX, async_client, eviction, is_cluster, mask_url
 
 __all__ = ["RedisIndex"]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scrapy_simhash.configured import ConfiguredLog
     from scrapy_simhash.index import Record
     from scrapy_simhash.judge import Placement, Verified
-    from scrapy_simhash.layout import Layout
+    from scrapy_simhash.minhash import Layout
     from scrapy_simhash.settings import SimhashSettings
 
 __all__ = ["DecisionLogs", "LogUnusable", "MergeNotLogged"]

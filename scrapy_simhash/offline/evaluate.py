@@ -29,7 +29,7 @@ from scrapy_simhash.extract import BadFieldError, extract_text
 from scrapy_simhash.fingerprint import Signature, jaccard_hashes
 from scrapy_simhash.index import Index, Record, open_index
 from scrapy_simhash.judge import place
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.offline.input_files import json_objects
 from scrapy_simhash.offline.progress import progress
 from scrapy_simhash.redis_url import sync_client

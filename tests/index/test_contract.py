@@ -11,7 +11,7 @@ from samples import ODD_IDS, Clock, hashes, near, race, record, with_sketch
 from scrapy_simhash.index import GroupGone, IndexNotFound
 from scrapy_simhash.index.base import CANDIDATES_PER_GROUP, FIRST_READ, LISTED_PER_KEY, MAX_BANDED_MEMBERS
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.whole_text import WholeText
 
 

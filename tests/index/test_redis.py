@@ -17,7 +17,7 @@ from scrapy_simhash.index.base import KEPT_HASHES, _KeptHashes
 import scrapy_simhash.index.redis
 from scrapy_simhash.index.redis import BUCKET_SPLIT_AT
 from scrapy_simhash.judge import place
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 pytestmark = pytest.mark.redis
 

@@ -14,7 +14,7 @@ from crawls import crawl
 from texts import article
 
 from scrapy_simhash.index import IndexOpenError, open_index
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.mergelog import MergeLogError, open_merge_log
 
 pytestmark = pytest.mark.redis

@@ -14,7 +14,7 @@ import pytest
 
 from scrapy_simhash.calibration import layout_for
 from scrapy_simhash.index import open_index
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.offline.evaluate import Configuration, ItemRun, PairRow, Scores, format_item_runs, format_pair_rows
 from scrapy_simhash.settings import DEFAULTS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scrapy_simhash.calibration import _table, calibrated_layout, layout_for
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.settings import DEFAULTS
 
 

@@ -6,7 +6,7 @@ import pytest
 from scrapy.settings import Settings
 
 from scrapy_simhash.configured import ConfiguredLog, configured_index, configured_layout, configured_logs
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.settings import read
 
 

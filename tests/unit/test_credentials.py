@@ -12,7 +12,7 @@ import redis
 
 from scrapy_simhash.mergelog import MergeLogError, erase_pages, expire_log, log_store, open_merge_log, read_merge_log
 from scrapy_simhash.index import open_index
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash import redis_url
 from scrapy_simhash.redis_url import async_client, mask_url, sync_client
 from merge_records import record

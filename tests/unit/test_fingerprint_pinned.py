@@ -12,7 +12,7 @@ import pytest
 from texts import CHINESE_PARK, article
 
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.signer import Signer
 
 

@@ -11,8 +11,8 @@ import pytest
 from crawls import crawl
 from texts import article
 from scrapy_simhash.index import open_index
-from scrapy_simhash.layout import Layout
 from scrapy_simhash.mergelog import read_merge_log, open_merge_log
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.redis_url import mask_url
 from merge_records import record
 

@@ -7,7 +7,7 @@ import asyncio
 from texts import article
 
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 from scrapy_simhash.signer import BATCH_CHARACTERS, SIGNED_ALONE, Signer
 
 LAYOUT = Layout(bands=22, rows=6, min_estimate=0.74)

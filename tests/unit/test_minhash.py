@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from samples import hashes, near
 
-from scrapy_simhash.layout import Layout
+from scrapy_simhash.minhash import Layout
 
 LAYOUT = Layout(bands=16, rows=6, min_estimate=0.74)
 # More sketch bytes than bands * rows: the estimate reads them all, the bands the first 48.
