@@ -266,10 +266,11 @@ class NewDriver:
     async def _fill_redis(self, records: list) -> list:
         """The FCALL calls ``RedisIndex.check_and_add`` makes for these records, pipelined."""
         index = self.index
+        data = [await index._write_data(r) for r in records]
         async with index.client.pipeline(transaction=False) as pipe:
-            for r in records:
+            for r, page in zip(records, data):
                 pipe.fcall(index._function, len(index._route), *index._route, index.prefix, "check_add", 0,
-                           r.sketch(self.layout), 1, *index._record_args(r), *index._page_data(r))
+                           r.sketch(self.layout), 1, *index._record_args(r), *page)
             return await pipe.execute()
 
     def new_queries(self, size: int, count: int) -> list:

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: A key schema change bumps this; an index of another schema is refused with a message saying so.
-SCHEMA = 6
+SCHEMA = 7
 #: Most group members kept findable (banded) per group: a giant group (an empty extraction field
 #: makes every item one group) must not make the buckets it shares long.
 MAX_BANDED_MEMBERS = 32

@@ -3,7 +3,7 @@
 -- once, when it is loaded, so a call pays for its own work only (an EVALSHA of this code ran the whole
 -- chunk, ~60 closures, every time). Python prepends the layout as data: NAME, BANDS, ROWS, K (sketch
 -- bytes), MIN_EQUAL, MAX_BANDED, PER_GROUP, FIRST_READ, SPLIT_AT, LISTED_PER_KEY, CLUSTER, the protocol's
--- constants (index/wire.py: reply formats, sentinels, page data fields F_*) and same_bytes(s, at, q), a
+-- constants (index/wire.py: reply formats, sentinels, the page data's head) and same_bytes(s, at, q), a
 -- byte comparison unrolled for K. Key schema: docs/how-it-works.md. Numbers are
 -- doubles in Lua, so 64-bit values (fingerprints, write ids, handles) only ever travel and are stored
 -- as bytes.
@@ -338,17 +338,11 @@ local function own_write(idh, wid, session)
     return nil, held, this, earlier
 end
 
--- The page data of a record, from ARGV[a]: verification blob, id, url, host, first seen, retention.
-local function write_data(wid, a, banded)
+-- The page data of a record, one string (wire.py ``page_fields``): from ARGV[a], its verification
+-- blob, kept when ``keep_blob``, and its head and fields, which go first.
+local function write_data(wid, a, keep_blob)
     if not WRITE_DATA then return end
-    local key = DATA .. wid
-    if banded then
-        redis.call('HSET', key, F_BLOB, ARGV[a], F_ID, ARGV[a + 1], F_URL, ARGV[a + 2], F_HOST, ARGV[a + 3],
-                   F_FIRST_SEEN, ARGV[a + 4], F_RETENTION, ARGV[a + 5])
-    else
-        redis.call('HSET', key, F_ID, ARGV[a + 1], F_URL, ARGV[a + 2], F_HOST, ARGV[a + 3], F_FIRST_SEEN, ARGV[a + 4],
-                   F_RETENTION, ARGV[a + 5])
-    end
+    redis.call('SET', DATA .. wid, keep_blob and ARGV[a + 1] .. ARGV[a] or ARGV[a + 1])
 end
 
 -- A candidate in wire.CANDIDATE (42) bytes: rid, group, canonical (5 bytes each), fingerprint (8), sketch
@@ -368,17 +362,19 @@ local function lookup_reply(seq, added, this, earlier, stale, candidates, rows)
     return rows
 end
 
--- A record's page data, one string so that many parse in few steps: the lengths of its fields
--- (PAGE_HEAD), then verification blob, id, url, host, first seen; '' when gone. Without ``with_blob``
--- (the caller holds the hashes, or reads the page as a canonical) the blob is left out, its length
--- OMITTED. The client makes a candidate's details of its page and its canonical's (redis.py ``_details``).
+-- A record's page data as stored (wire.py ``read_page`` parses it); '' when gone. Without
+-- ``with_blob`` (the caller holds the hashes, or reads the page as a canonical) the row ends where
+-- its fields do, or a little past: the blob comes last. A value too short for its head is returned
+-- as it is, for the client to refuse.
 local function page_row(wid, with_blob)
-    local f = with_blob and redis.call('HMGET', DATA .. wid, F_ID, F_URL, F_HOST, F_FIRST_SEEN, F_BLOB)
-        or redis.call('HMGET', DATA .. wid, F_ID, F_URL, F_HOST, F_FIRST_SEEN)
-    if not f[1] then return '' end
-    local blob, seen = with_blob and f[5] or '', f[4] or ''
-    return pack(PAGE_HEAD, with_blob and #blob or OMITTED, #f[1], #f[2], #f[3], #seen) .. blob .. f[1] .. f[2] .. f[3]
-        .. seen
+    local key = DATA .. wid
+    if with_blob then return redis.call('GET', key) or '' end
+    local row = redis.call('GETRANGE', key, 0, PAGE_READ - 1)
+    if #row < PAGE_HEAD_SIZE then return row end
+    local id, url, host, retention = unpack(PAGE_HEAD, row)
+    local size = PAGE_HEAD_SIZE + id + url + host + retention
+    if size > #row then return redis.call('GETRANGE', key, 0, size - 1) end
+    return row
 end
 
 -- Erase one record; its group keeps its other members and, when the canonical goes, the earliest
@@ -465,7 +461,7 @@ local function insert(a, sketch, flags, digest)
     local r = {rid = rid, flags = flags, gid = gid, fp = fp, wid = wid, session = session, idh = idh, urlh = urlh,
                sketch = sketch}
     store_record(r)
-    write_data(wid, a + 7, ARGV[a + 7] ~= '')  -- a blob sent is kept (banded, or a short text's with furniture)
+    write_data(wid, a + 7, true)  -- a blob sent is kept (banded, or a short text's with furniture)
     if has(flags, BANDED) then enband(r) end
     if digest then
         local key, field = sharded('x', digest)

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 _LUA = files("scrapy_simhash.index").joinpath("redis.lua").read_text(encoding="utf-8")
 # Groups closed per expiry call: each is one function call's work, so the server never blocks long.
 _EXPIRE_BATCH = 100
-_NO_DATA = [""] * len(wire.PAGE_FIELDS)
+_NO_DATA = ["", ""]  # page data a call does not carry: written by the client (a cluster) or not sent
 _LET_GO = object()  # a page, or the hashes of a blob left out, that this crawl held and let go since
 #: Entries a band bucket field lists before it splits (redis.lua ``split``): 64 is about 4M records.
 #: Once an index's fields have split, a lookup reads their parts directly (``bucket_field``), so what
@@ -98,14 +98,6 @@ def _lua_same_bytes(size: int, chunk: int = 48) -> str:
     return "\n".join([*lines, "    return same", "end", ""])
 
 
-def _time(value: bytes) -> float:
-    """A first-seen time as page data holds it (``repr`` of a float); 0.0 when absent."""
-    try:
-        return float(value) if value else 0.0
-    except ValueError:
-        return 0.0
-
-
 class _Page(NamedTuple):
     """One record's page data, as a candidate's details are made of it."""
 
@@ -114,6 +106,14 @@ class _Page(NamedTuple):
     url: str
     host: str
     first_seen: float
+
+
+def _fields_end(row: bytes) -> int:
+    """Where the fields of page data end, from its head (0 for a row too short to have one)."""
+    if len(row) < wire.PAGE_HEAD.size:
+        return 0
+    *lengths, _ = wire.PAGE_HEAD.unpack_from(row)
+    return wire.PAGE_HEAD.size + sum(lengths)
 
 
 def _pages_of(candidates: list[Candidate]) -> list[tuple[bytes, bool]]:
@@ -238,28 +238,19 @@ class RedisIndex(Index):
     def _data_key(self, write_id: bytes) -> bytes:
         return self._data + write_id
 
-    def _page_data(self, record: Record, banded: bool = True) -> list:
-        """The record's page data as ``write_data`` in redis.lua takes it; a record that is not banded
-        keeps no verification data, so none is encoded or sent."""
-        return [
-            record.blob() if banded else b"",
-            record.id,
-            record.url,
-            record.host,
-            repr(float(record.first_seen)),
-            record.retention,
-        ]
+    @staticmethod
+    def _page_fields(record: Record) -> bytes:
+        return wire.page_fields(record.id, record.url, record.host, record.retention, float(record.first_seen))
 
     async def _write_data(self, record: Record, banded: bool = True) -> list:
-        """The record's page data as function arguments (one server), or written now (a cluster: before
-        the record is indexed, so a lookup never finds a record whose data is still on its way)."""
-        data = self._page_data(record, banded)
+        """The record's page data as ``write_data`` in redis.lua takes it (one server): its blob, then
+        its head and fields; or written now (a cluster: before the record is indexed, so a lookup
+        never finds a record whose data is still on its way). A record that is not banded keeps no
+        verification data, so none is encoded or sent."""
+        data = [record.blob() if banded else b"", self._page_fields(record)]
         if not self.cluster:
             return data
-        fields = dict(zip(wire.PAGE_FIELDS, data))
-        if not banded:
-            del fields[wire.BLOB]
-        await self.client.hset(self._data_key(record.write_id), mapping=fields)
+        await self.client.set(self._data_key(record.write_id), data[1] + data[0])
         return _NO_DATA
 
     def _record_args(self, record: Record) -> list:
@@ -399,7 +390,7 @@ class RedisIndex(Index):
         best = candidates[:FIRST_READ] if rows else []  # their pages came along (none on a cluster)
         pages: dict[bytes, _Page | None] = {}
         for (key, blob), row in zip(_pages_of(best), rows, strict=True):
-            _keep(pages, key, blob, self._page(key, row))
+            _keep(pages, key, blob, self._page(key, row, blob))
         return Lookup(added or None, candidates, seq, (this, earlier), read=self._details(best, pages))
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
@@ -443,25 +434,21 @@ class RedisIndex(Index):
             )
         return out
 
-    def _page(self, key: bytes, row: bytes | tuple[bytes | None, ...]) -> _Page | None:
-        """A page from its row, packed (``page_row`` in redis.lua) or read field by field (a cluster): None
-        when gone; with the hashes this crawl holds for a blob left out (:data:`_LET_GO` if none now)."""
-        if isinstance(row, bytes):
-            if row == wire.HELD:
-                held = self._kept.page(key)
-                return _LET_GO if held is None else _Page(*held)  # type: ignore[return-value]
-            if not row:
-                return None
-            at, fields = wire.PAGE_HEAD.size, []
-            for length in wire.PAGE_HEAD.unpack_from(row):
-                fields.append(None if length == wire.OMITTED else row[at : at + length])
-                at += 0 if length == wire.OMITTED else length
-            row = tuple(fields)
-        blob, id_, url, host, seen = row
-        if id_ is None:
+    def _page(self, key: bytes, row: bytes, blob: bool) -> _Page | None:
+        """A page from its row (the stored page data, whole or without its blob): None when gone; with
+        the hashes this crawl holds where the blob was not read (:data:`_LET_GO` if none now). Bytes
+        that are not page data make a page of no id whose data is unreadable."""
+        if row == wire.HELD:
+            held = self._kept.page(key)
+            return _LET_GO if held is None else _Page(*held)  # type: ignore[return-value]
+        if not row:
             return None
-        data = self._verification(blob, key) if blob is not None else (self._kept.get(key) or _LET_GO)
-        return _Page(data, id_.decode(), url.decode(), host.decode(), _time(seen))
+        try:
+            page = wire.read_page(row)
+        except ValueError:
+            return _Page(None, "", "", "", 0.0)
+        data = self._verification(page.blob, key) if blob else (self._kept.get(key) or _LET_GO)
+        return _Page(data, page.id.decode(), page.url.decode(), page.host.decode(), page.first_seen)
 
     async def _read_pages(self, wanted: list[tuple[bytes, bool]]) -> list[_Page | None]:
         """Pages by write id, with their blob where asked: through the function on one server, where a
@@ -469,12 +456,27 @@ class RedisIndex(Index):
         if not self.cluster:
             rows = await self._batched("details", *(arg for key, blob in wanted for arg in (key, int(blob))))
         else:
+            rows = await self._data_rows([(self._data_key(key), blob) for key, blob in wanted])
+        return [self._page(key, row, blob) for (key, blob), row in zip(wanted, rows, strict=True)]
+
+    async def _data_rows(self, wanted: list[tuple[bytes, bool]]) -> list[bytes]:
+        """Page data read by key, whole where ``True``, else up to the end of its fields at least (as
+        ``page_row`` in redis.lua reads it): a first ``PAGE_READ`` bytes, more for a longer head."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key, whole in wanted:
+                if whole:
+                    pipe.get(key)
+                else:
+                    pipe.getrange(key, 0, wire.PAGE_READ - 1)
+            rows = [row or b"" for row in await pipe.execute()]
+        longer = [(i, size) for i, row in enumerate(rows) if (size := _fields_end(row)) > len(row)]
+        if longer:
             async with self.client.pipeline(transaction=False) as pipe:
-                for key, blob in wanted:
-                    pipe.hmget(self._data_key(key), wire.ID, wire.URL, wire.HOST, wire.FIRST_SEEN,
-                               *((wire.BLOB,) if blob else ()))
-                rows = [((found[4] or b"") if len(found) > 4 else None, *found[:4]) for found in await pipe.execute()]
-        return [self._page(key, row) for (key, _), row in zip(wanted, rows, strict=True)]
+                for i, size in longer:
+                    pipe.getrange(wanted[i][0], 0, size - 1)
+                for (i, _), row in zip(longer, await pipe.execute()):
+                    rows[i] = row or b""
+        return rows
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
         sketch = record.sketch(self.layout)
@@ -489,7 +491,7 @@ class RedisIndex(Index):
         if findable:
             self._stored(record)
         if self.cluster and not findable and record.blob_encoded:  # kept without the hashes its lookup wrote
-            await self.client.hdel(self._data_key(record.write_id), wire.BLOB)
+            await self.client.set(self._data_key(record.write_id), self._page_fields(record), xx=True)
         return Joined(rid, group, canonical, size, bool(findable))
 
     async def check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
@@ -532,21 +534,20 @@ class RedisIndex(Index):
         found = await self._call("find", handle(key))
         if not found:
             return [], []
-        async with self.client.pipeline(transaction=False) as pipe:
-            for entry in found:
-                pipe.hmget(self._data_key(entry[4]), *wire.PAGE_FIELDS)
-            data = await pipe.execute()
+        rows = await self._data_rows([(self._data_key(entry[4]), True) for entry in found])
         out, lost = [], []
-        for (rid, gid, canonical, fingerprint, write_id, pending, _), (blob, *fields) in zip(found, data):
-            if fields[0] is None:
+        for (rid, gid, canonical, fingerprint, write_id, pending, _), row in zip(found, rows):
+            try:
+                page = wire.read_page(row)
+            except ValueError:
                 lost.append((rid, write_id))
                 continue
-            id_, url, host, first_seen, retention = (field.decode() for field in fields)
+            id_, url, host, retention = (field.decode() for field in page[:4])
             if key not in (id_, url):  # two keys whose 8-byte handles collide
                 continue
             stored = StoredRecord(
-                rid, gid, bool(canonical), id_, url, host, int.from_bytes(fingerprint, "big"), float(first_seen),
-                retention, bool(pending), self._stored_hashes(blob),
+                rid, gid, bool(canonical), id_, url, host, int.from_bytes(fingerprint, "big"), page.first_seen,
+                retention, bool(pending), self._stored_hashes(page.blob),
             )
             out.append((stored, write_id))
         return sorted(out, key=lambda pair: pair[0].rid), lost
@@ -575,7 +576,11 @@ class RedisIndex(Index):
             if promoted_rid in names:  # erased by this very call: its page data is gone
                 promoted = names[promoted_rid][0]
             elif promoted_key:
-                promoted = (await self.client.hget(self._data_key(promoted_key), wire.ID) or b"").decode()
+                [row] = await self._data_rows([(self._data_key(promoted_key), False)])
+                try:
+                    promoted = wire.read_page(row).id.decode()
+                except ValueError:  # gone meanwhile, or not page data
+                    promoted = ""
             erased.append(Erased(*names[rid], bool(was_canonical), promoted))
         return erased
 

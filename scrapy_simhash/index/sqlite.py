@@ -80,7 +80,7 @@ CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob 
 CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITHOUT ROWID;
 """
 # Pending records whose items were scraped and wait for a feed to be stored: another live session
-# no longer waits for them. Made at every open, so that any file of schema 6 has it.
+# no longer waits for them. Made at every open, so that any file of this schema has it.
 _SCRAPED = "CREATE TABLE IF NOT EXISTS scraped (rid INTEGER PRIMARY KEY)"
 
 _CANDIDATE = (

@@ -101,7 +101,7 @@ async def test_a_record_whose_page_data_is_gone_is_erased_by_its_handle_and_said
     handle: the erasure takes it out and says it could not check the id."""
     pipeline = await page_and_copy(throwaway_redis, article(4324))
     with throwaway_redis.client() as admin:
-        [data] = [key for key in admin.keys("simhash:harness:d:*") if COPY.encode() in admin.hget(key, "u")]
+        [data] = [key for key in admin.keys("simhash:harness:d:*") if COPY.encode() in admin.get(key)]
         admin.delete(data)
     with caplog.at_level(logging.WARNING):
         result = await erase(pipeline.config, COPY)

@@ -15,6 +15,7 @@ import pytest
 from pipeline_harness import feed, open_pipeline, simhash_stats
 from redis_servers import RedisFactory, TLSFiles
 from texts import article
+from scrapy_simhash.index.wire import page_fields, read_page
 
 pytestmark = pytest.mark.redis
 
@@ -90,7 +91,9 @@ async def test_stored_data_is_parsed_never_unpickled_or_evaluated(throwaway_redi
         with throwaway_redis.client() as admin:
             [key] = admin.keys("*:d:*")
             code = f"__import__('pathlib').Path({str(canary)!r}).touch()"
-            admin.hset(key, mapping={"u": code, "h": "redis.call('FLUSHALL')", "s": payload})
+            stored = read_page(admin.get(key))
+            admin.set(key, page_fields(stored.id.decode(), code, "redis.call('FLUSHALL')", stored.retention.decode(),
+                                       stored.first_seen) + payload)
             [record] = await index.records("https://a.example/1")
             assert (record.url, record.host) == (code, "redis.call('FLUSHALL')") and len(record.hashes) == 0
         # Another crawl reads the blob (this one verifies its own records with the hashes it computed).
