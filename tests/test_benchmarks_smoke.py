@@ -33,6 +33,7 @@ TINY: dict[str, list[str]] = {
     "listings.py": ["--small"],
     "singlehost.py": ["--small", "--orders", "by-site", "--learner", "on"],
     "killed_feeds.py": ["--pages", "40", "--kill-at", "10", "--batch-items", "5", "--jitter", "0"],
+    "memory.py": ["--corpus", "{corpus}", "--limit", "40"],
     "mergelog.py": ["--corpus", "{corpus}", "--items", "200", "--rounds", "1"],
     "multisite.py": ["--small", "--orders", "by-site", "--corpus", str(SHIPPED)],
     "pipeline.py": ["--corpus", "{corpus}", "--items", "300", "--baseline-items", "20", "--sample", "20"],
