@@ -108,14 +108,6 @@ class _Page(NamedTuple):
     first_seen: float
 
 
-def _fields_end(row: bytes) -> int:
-    """Where the fields of page data end, from its head (0 for a row too short to have one)."""
-    if len(row) < wire.PAGE_HEAD.size:
-        return 0
-    *lengths, _ = wire.PAGE_HEAD.unpack_from(row)
-    return wire.PAGE_HEAD.size + sum(lengths)
-
-
 def _pages_of(candidates: list[Candidate]) -> list[tuple[bytes, bool]]:
     """The pages the candidates' details are made of, by write id, and whether their blob is wanted:
     each candidate's, then its group's canonical's when that is another record (``check_add`` in
@@ -469,7 +461,7 @@ class RedisIndex(Index):
                 else:
                     pipe.getrange(key, 0, wire.PAGE_READ - 1)
             rows = [row or b"" for row in await pipe.execute()]
-        longer = [(i, size) for i, row in enumerate(rows) if (size := _fields_end(row)) > len(row)]
+        longer = [(i, size) for i, row in enumerate(rows) if (size := wire.fields_end(row)) > len(row)]
         if longer:
             async with self.client.pipeline(transaction=False) as pipe:
                 for i, size in longer:

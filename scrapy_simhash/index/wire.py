@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 __all__ = [
     "BUSY", "CANDIDATE", "CANDIDATE_OFFSETS", "HELD", "JOINED", "LOOKUP_HEAD", "NEEDS_DATA", "PAGE_HEAD",
-    "PAGE_READ", "Page", "WRITE_ID", "lua_constants", "lua_string", "page_fields", "read_page",
+    "PAGE_READ", "Page", "WRITE_ID", "fields_end", "lua_constants", "lua_string", "page_fields", "read_page",
 ]
 
 #: In place of a lookup's added rid: the id is pending in another live session.
@@ -31,7 +31,7 @@ PAGE_READ = 256
 #: Replies packed by the function (Lua ``struct.pack`` formats): a lookup's head (sequence number,
 #: added rid, this session's and earlier records of the id, counts of stale write ids and
 #: candidates); a join's rid, group, canonical, size and whether the record is banded. And the head
-#: of a record's page data, one string (:func:`page_value`): the lengths of its id, URL, host and
+#: of a record's page data, one string (:func:`page_fields`): the lengths of its id, URL, host and
 #: retention class, and its first-seen time.
 _LUA_FORMATS = {"LOOKUP_HEAD": ">ddddI4I4", "PAGE_HEAD": ">I4I4I4I4d", "JOINED": ">ddddd"}
 #: A candidate in a lookup's reply, field by field: rid, group and canonical rid (5 bytes each),
@@ -73,18 +73,26 @@ def page_fields(id_: str, url: str, host: str, retention: str, first_seen: float
     return PAGE_HEAD.pack(*map(len, fields), first_seen) + b"".join(fields)
 
 
+def fields_end(row: bytes) -> int:
+    """Where the fields of page data end, by its head; 0 for a row too short to have one."""
+    if len(row) < PAGE_HEAD.size:
+        return 0
+    *lengths, _ = PAGE_HEAD.unpack_from(row)
+    return PAGE_HEAD.size + sum(lengths)
+
+
 def read_page(row: bytes) -> Page:
     """The page data a row holds (the stored string, or a prefix reaching past its fields); ValueError
     for bytes that are not one (planted or cut short)."""
     if len(row) < PAGE_HEAD.size:
         raise ValueError("not page data: shorter than its head")
+    if fields_end(row) > len(row):
+        raise ValueError("not page data: its fields run past its end")
     *lengths, first_seen = PAGE_HEAD.unpack_from(row)
     at, fields = PAGE_HEAD.size, []
     for length in lengths:
         fields.append(row[at : at + length])
         at += length
-    if at > len(row):
-        raise ValueError("not page data: its fields run past its end")
     return Page(*fields, first_seen, row[at:])
 
 
