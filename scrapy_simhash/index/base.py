@@ -42,8 +42,6 @@ __all__ = [
     "handle",
 ]
 
-#: A key schema change bumps this; an index of another schema is refused with a message saying so.
-SCHEMA = 7
 #: Most group members kept findable (banded) per group: a giant group (an empty extraction field
 #: makes every item one group) must not make the buckets it shares long.
 MAX_BANDED_MEMBERS = 32
@@ -302,6 +300,9 @@ class Index(ABC):
     duplicate's canonical then), and makes the lookup wait (``busy``) while it holds.
     """
 
+    #: The backend's key schema: a change of what it stores bumps it, and an index of another schema
+    #: is refused with a message saying so.
+    schema: ClassVar[int]
     #: Failures a retry may cure (a network blip, a locked database); each backend names its own.
     transient_errors: ClassVar[tuple[type[BaseException], ...]] = ()
     #: Calls a crawl may have in flight at once; more wait their turn. redis-py's asyncio pools
@@ -361,15 +362,15 @@ class Index(ABC):
     def _check_identity(self, stored: dict[str, str], where: str) -> None:
         """Refuse an index of another schema, layout or fingerprint version: read with this one's
         rules, its records would silently stop matching."""
-        if stored.get("schema") != str(SCHEMA):
-            if _newer(stored.get("schema"), SCHEMA):
+        if stored.get("schema") != str(self.schema):
+            if _newer(stored.get("schema"), self.schema):
                 raise ValueError(
                     f"{where} has key schema {stored['schema']}, newer than this version of scrapy-simhash reads"
-                    f" ({SCHEMA}): {UPGRADE}"
+                    f" ({self.schema}): {UPGRADE}"
                 )
             built = f"has key schema {stored['schema']}" if stored.get("schema") else "was built by an earlier version"
             raise ValueError(
-                f"{where} {built} of scrapy-simhash; this version reads schema {SCHEMA}: build a new index"
+                f"{where} {built} of scrapy-simhash; this version reads schema {self.schema}: build a new index"
                 f" ({REBUILD})"
             )
         if stored.get("fingerprint") != str(FINGERPRINT_VERSION):
@@ -389,7 +390,7 @@ class Index(ABC):
             )
 
     def _identity(self) -> dict[str, str]:
-        return {"schema": str(SCHEMA), "fingerprint": str(FINGERPRINT_VERSION), "layout": self.layout.to_json()}
+        return {"schema": str(self.schema), "fingerprint": str(FINGERPRINT_VERSION), "layout": self.layout.to_json()}
 
     @abstractmethod
     async def open(self) -> None:

@@ -138,6 +138,7 @@ def _text(value: str | bytes) -> str:
 
 
 class RedisIndex(Index):
+    schema = 7
     transient_errors = (
         OSError,
         redis.exceptions.ConnectionError,

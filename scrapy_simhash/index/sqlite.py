@@ -80,7 +80,7 @@ CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob 
 CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITHOUT ROWID;
 """
 # Pending records whose items were scraped and wait for a feed to be stored: another live session
-# no longer waits for them. Made at every open, so that any file of this schema has it.
+# no longer waits for them. Made at every open, so that any file of schema 6 has it.
 _SCRAPED = "CREATE TABLE IF NOT EXISTS scraped (rid INTEGER PRIMARY KEY)"
 
 _CANDIDATE = (
@@ -121,6 +121,7 @@ class _Call(NamedTuple):
 
 
 class SQLiteIndex(Index):
+    schema = 6
     transient_errors = (sqlite3.OperationalError,)  # "database is locked" and disk I/O hiccups
 
     def __init__(self, url: str, **options: Any) -> None:

@@ -29,7 +29,7 @@ async def test_a_file_of_an_earlier_version_is_refused_and_left_as_it_was(tmp_pa
     db.close()
     before = path.read_bytes()
     index = open_index(f"sqlite:///{path}", layout=LAYOUT)
-    with pytest.raises(ValueError, match="built by an earlier version of scrapy-simhash; this version reads schema 7"):
+    with pytest.raises(ValueError, match="built by an earlier version of scrapy-simhash; this version reads schema 6"):
         await index.open()
     await index.close()
     assert path.read_bytes() == before
