@@ -208,41 +208,55 @@ _ASCII_CODES = bytes(
 
 
 class Tokenised(NamedTuple):
-    """A text as :func:`_tokenise` reads it, a line break before and after it (each a segment end).
+    """A text as :func:`_tokenise` reads it, framed by two line breaks before and after it: the inner
+    ones (each a segment end) are part of its :attr:`points`, the outer ones neighbours to read.
 
     The events are the token starts and the segment ends, in text order."""
 
-    points: np.ndarray  # normalised code points (on the ASCII path, a non-word character's class)
-    word: np.ndarray  # which code points are word characters
+    framed: np.ndarray  # normalised code points (on the ASCII path, a non-word character's class)
+    framed_word: np.ndarray  # which of them are word characters
     ascii: bool  # the ASCII path: callers read line breaks from the text itself
-    at: np.ndarray  # index of the code point of each event
+    at: np.ndarray  # index in points of each event
     token: np.ndarray  # which events are token starts (the others end a segment)
 
     @property
+    def points(self) -> np.ndarray:
+        """The code points of the text, a line break before and after it."""
+        return self.framed[1:-1]
+
+    @property
+    def word(self) -> np.ndarray:
+        """Which of :attr:`points` are word characters."""
+        return self.framed_word[1:-1]
+
+    @property
     def starts(self) -> np.ndarray:
-        """Index of each token's first code point."""
+        """Index in :attr:`points` of each token's first code point."""
         return self.at[self.token]
 
 
+_WORD_CLASS = np.array(_WORD, dtype=np.uint8)  # 0-d: a scalar operand is converted on every call
+
+
 def _tokenise(text: str) -> Tokenised:
-    """The code points of ``text`` as fingerprints read it, a line break around it, which of them are
-    word characters, and where its tokens start and its segments end (:func:`_events`).
+    """The code points of ``text`` as fingerprints read it, framed (:class:`Tokenised`), which of them
+    are word characters, and where its tokens start and its segments end (:func:`_events`).
 
     Normalisation: default-ignorable code points removed, NFKC, lower case, look-alike letters
     folded. A token is a run of word characters, or a word character of an unsegmented script
     (class :data:`_SOLO`) alone.
     """
     if text.isascii():
-        codes = np.frombuffer(f"\n{text}\n".encode("ascii").translate(_ASCII_CODES), dtype=np.uint8)
-        word = codes >= _WORD
+        codes = np.frombuffer(f"\n\n{text}\n\n".encode("ascii").translate(_ASCII_CODES), dtype=np.uint8)
+        word = np.greater_equal(codes, _WORD_CLASS)
         return Tokenised(codes, word, True, *_events(codes, word, word, False))
     return _tokenise_points(*_normalised(text))
 
 
 def _events(classes: np.ndarray, word: np.ndarray, glue: np.ndarray, solo: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Where the tokens start and the segments end in a text that starts and ends with a line break
-    (``classes``, of which ``word`` are word characters and ``glue`` those of spaced scripts), in one
-    ordered index, and which of those are token starts.
+    """Where the tokens start and the segments end in a framed text (``classes``, of which ``word``
+    are word characters and ``glue`` those of spaced scripts), in one ordered index of the text
+    within the outer line breaks, and which of those are token starts.
 
     A code point ends a segment where its class is above the glue of the next one and it is not a
     word character: a line end always, a sentence end unless a word character of a spaced script
@@ -250,14 +264,11 @@ def _events(classes: np.ndarray, word: np.ndarray, glue: np.ndarray, solo: bool)
     A word character's class is above any glue, so the events are the code points whose class is
     above the next one's glue, less the word characters that continue a token.
     """
-    events = np.empty(len(classes), dtype=bool)
-    events[0] = events[-1] = True  # the line breaks around the text
-    inner = events[1:-1]
-    np.greater(classes[1:-1], glue[2:], out=inner)
+    events = np.greater(classes[1:-1], glue[2:].view(np.uint8))
     continues = np.logical_and(glue[1:-1] if solo else word[1:-1], glue[:-2] if solo else word[:-2])
-    np.greater(inner, continues, out=inner)
+    np.greater(events, continues, out=events)
     at = events.nonzero()[0]
-    return at, word.take(at)
+    return at, word[1:-1].take(at)
 
 
 #: The normalised text keeps at most this many times the characters of the text. NFKC lengthens a
@@ -288,7 +299,7 @@ def _nfkc_lower(text: str, chunk: int = _NFKC_CHUNK, lower: bool = True) -> str:
 
 def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
     """The code points of ``text`` without default-ignorables, NFKC (:func:`_nfkc_lower`), to be
-    lower-cased by :data:`_LOWER_FOLD`, a line break before and after them; the classes of their lower
+    lower-cased by :data:`_LOWER_FOLD`, two line breaks before and after them; the classes of their lower
     case, and the highest class. NFKC and lower() turn default-ignorables into default-ignorables
     only, and nothing else into one, so the normalised text holds one exactly when ``text`` does: only
     then, or when the growth limit cut it (the cut may have left one out), is ``text`` searched for them."""
@@ -299,7 +310,7 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
             normalised = normalised.lower()[:limit]
         else:
             normalised = _nfkc_lower(text)
-    points = np.frombuffer(f"\n{normalised}\n".encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    points = np.frombuffer(f"\n\n{normalised}\n\n".encode("utf-32-le", "surrogatepass"), dtype="<u4")
     classes = _LOWER_CLASSES.take(points)
     top = int(classes.max())
     if top == _IGNORED or len(normalised) == MAX_GROWTH * len(text):
@@ -321,7 +332,7 @@ def shingled_by_line(text: str) -> bool:
 
 def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:
     """:func:`_tokenise` of normalised code points, as :func:`_normalised` gives them."""
-    word = classes >= _WORD
+    word = np.greater_equal(classes, _WORD_CLASS)
     solo = top == _SOLO
     glue = classes == _WORD if solo else word
     return Tokenised(_LOWER_FOLD.take(points), word, False, *_events(classes, word, glue, solo))
@@ -348,20 +359,27 @@ _NO_HASHES = np.zeros(0, dtype=np.uint64)
 
 
 def _token_hashes(tokenised: Tokenised, at: np.ndarray) -> np.ndarray:
-    """fmix64 of the polynomial hash of each token that starts at ``at`` (in order).
+    """fmix64 of the polynomial hash of the code points from each of ``at`` (indices in order) to the
+    next, and from the last to the end: of each token where ``at`` are token starts and segment ends.
 
-    The terms ``cp * B**position`` of the word characters (0 for the others), summed from each start
-    to the next (``add.reduceat``), times ``B**-start``.
+    The terms ``cp * B**position`` of the word characters (0 for the others) summed from the start
+    of the framed text, by one accumulation; at each of ``at`` the sum of the terms before it (the
+    first framed code point is a line break: 0), the differences, times ``B**-start``. A sum per
+    token (``add.reduceat``) took twice as long on a page: it costs by token.
     """
     if not len(at):
         return _NO_HASHES
-    points = tokenised.points
-    n = len(points)
+    framed = tokenised.framed
+    n = len(framed)
     powers, inverses = _powers(n)
     # The points masked before they are widened: a fifth of the time of masking the terms.
-    terms = np.multiply(np.multiply(points, tokenised.word.view(np.uint8)), powers[:n])
-    hashes = np.add.reduceat(terms, at)
-    hashes *= inverses.take(at)
+    sums = np.multiply(np.multiply(framed, tokenised.framed_word.view(np.uint8)), powers[:n])
+    np.add.accumulate(sums, out=sums)
+    before = sums.take(at)
+    hashes = np.empty(len(at), dtype=np.uint64)
+    np.subtract(before[1:], before[:-1], out=hashes[:-1])
+    np.subtract(sums[-1:], before[-1:], out=hashes[-1:])
+    hashes *= inverses[1:].take(at)  # a point's index in points is one less than in framed
     return fmix64(hashes)
 
 
@@ -375,52 +393,38 @@ def _shingle_hashes(token_hashes: np.ndarray, width: int) -> np.ndarray:
     return fmix64(np.correlate(token_hashes, _fold_weights(min(width, n))))
 
 
-# (pad - 1) * k + pad for k = 0, 1, ..., by pad = width - 1: the terms of a token's place in the stream
-# of :func:`_shingles` that do not depend on its event index (grown, doubling, to the most tokens seen).
-_RAMPS: dict[int, np.ndarray] = {}
+def _end_places(width: int) -> int:
+    """How many zeros stand for a segment end in the stream of :func:`_shingles`."""
+    return max(width - 1, 1)
 
 
-def _ramp(pad: int, n: int) -> np.ndarray:
-    """The first ``n`` of :data:`_RAMPS` for ``pad``, kept: one numpy call fewer a text."""
-    ramp = _RAMPS.get(pad)
-    if ramp is None or len(ramp) < n:
-        ramp = _RAMPS[pad] = np.arange(max(1024, 1 << (n - 1).bit_length()), dtype=np.intp) * (pad - 1) + pad
-    return ramp[:n]
+# The places an event takes in that stream, by whether it is a token start, by width.
+_PLACES: dict[int, np.ndarray] = {}
 
 
 def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shingle hashes of ``tokenised``, segment after segment, and which tokens one ends at.
+    """The shingle hashes of ``tokenised``, segment after segment, and which windows of their stream
+    are shingles (by the place where each window starts).
 
-    The token hashes are placed in a stream where every segment end stands for ``width - 1`` zeros,
-    which add nothing to a fold: one correlation of the stream gives each window of a segment's
-    tokens, and a segment shorter than ``width`` its one shingle in the window that ends at its last
-    token, zeros before it. A window is taken where the token ``width - 1`` before it is of the same
-    segment (it holds no zero), or where it ends a segment (docs/decisions/shingle-stream.md).
+    The stream holds the token hashes in order, and ``width - 1`` zeros (at least one) for every
+    segment end, which add nothing to a fold: one correlation of the stream gives each window of a
+    segment's tokens, and a segment shorter than ``width`` its one shingle in the window that ends at
+    its last token, zeros before it. A window is taken where it ends at a token and starts at one (no
+    end can be inside it: its zeros would take ``width - 1`` places), or where the place after it is a
+    zero: the token ends a segment (docs/decisions/shingle-stream.md). Summed from an end to the next
+    event, the code points add to 0 (none is a word character), so an end's hash is 0.
     """
-    tokens = tokenised.token.nonzero()[0]  # the event index of each token
-    n, pad = len(tokens), width - 1
-    hashes = _token_hashes(tokenised, tokenised.at.take(tokens))
-    if pad == 0 or n == 0:
-        return fmix64(hashes), np.ones(n, dtype=bool)
-    # Token k, after tokens[k] events of which k are tokens, is at place k + pad * (tokens[k] - k) of the
-    # stream; the window that ends there starts pad places before.
-    starts = tokens * pad
-    starts -= _ramp(pad, n)
-    stream = np.zeros(int(starts[-1]) + width, dtype=np.uint64)
-    stream[pad:][starts] = hashes
-    windows = np.correlate(stream, _fold_weights(width))
-    taken = np.empty(n, dtype=bool)
-    taken[-1] = True  # the line break after the text ends a segment
-    np.not_equal(tokens[1:] - tokens[:-1], 1, out=taken[:-1])  # an end between this token and the next
-    if n > pad:
-        np.logical_or(taken[pad:], tokens[pad:] - tokens[:-pad] == pad, out=taken[pad:])
-    return fmix64(windows.take(starts[taken])), taken
-
-
-def _shinglings(tokenised: Tokenised, width: int) -> tuple[int, np.ndarray]:
-    """The token count of ``tokenised`` and its shingle hashes."""
-    hashes, taken = _shingles(tokenised, width)
-    return len(taken), hashes
+    places = _PLACES.get(width)
+    if places is None:
+        places = _PLACES[width] = np.array([_end_places(width), 1], dtype=np.intp)
+    repeats = places.take(tokenised.token.view(np.uint8))
+    is_token = tokenised.token.repeat(repeats)  # the text starts and ends with an end: zeros around it
+    windows = np.correlate(_token_hashes(tokenised, tokenised.at).repeat(repeats), _fold_weights(width))[:-1]
+    # The window that ends at place k + width - 1 is taken where that place is a token and place k is
+    # one or place k + width is not.
+    taken = np.greater_equal(is_token[:-width], is_token[width:])
+    taken &= is_token[width - 1 : -1]
+    return fmix64(windows[taken]), taken
 
 
 def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
@@ -432,15 +436,14 @@ def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
     that is not.
     """
     if all(map(str.isascii, texts)):
-        tokenised = _tokenise("\n".join(texts))
-        lengths = np.fromiter(map(len, texts), dtype=np.intp, count=len(texts)) + 1
-    else:
-        normalised = [_normalised(text) for text in texts]
-        lengths = np.fromiter((len(points) for points, _, _ in normalised), dtype=np.intp, count=len(texts))
-        tokenised = _tokenise_points(np.concatenate([points for points, _, _ in normalised]),
-                                     np.concatenate([classes for _, classes, _ in normalised]),
-                                     max(top for _, _, top in normalised))
-    return tokenised, lengths.cumsum()
+        lengths = np.fromiter(map(len, texts), dtype=np.intp, count=len(texts))
+        return _tokenise("\n".join(texts)), (lengths + 1).cumsum()
+    normalised = [_normalised(text) for text in texts]
+    lengths = np.fromiter((len(points) for points, _, _ in normalised), dtype=np.intp, count=len(texts))
+    tokenised = _tokenise_points(np.concatenate([points for points, _, _ in normalised]),
+                                 np.concatenate([classes for _, classes, _ in normalised]),
+                                 max(top for _, _, top in normalised))
+    return tokenised, lengths.cumsum() - 1  # each text framed: the first line break of the next
 
 
 @functools.lru_cache(maxsize=64)
@@ -687,11 +690,12 @@ class Fingerprinter:
 
     def shingling(self, text: str) -> Shingling:
         """Tokenise ``text`` once: its token count (:func:`token_count`) and its shingle hashes."""
-        return Shingling(*_shinglings(_tokenise(text), self.width))
+        tokenised = _tokenise(text)
+        return Shingling(int(np.count_nonzero(tokenised.token)), _shingles(tokenised, self.width)[0])
 
     def shingle_hashes(self, text: str) -> np.ndarray:
         """The 64-bit hash of every shingle of ``text``, segment after segment, repeats included."""
-        return _shinglings(_tokenise(text), self.width)[1]
+        return _shingles(_tokenise(text), self.width)[0]
 
     def signature(self, text: str | Shingling, exclude: np.ndarray | None = None) -> Signature:
         """The fingerprint and verification hashes of ``text`` (or of its :meth:`shingling`), leaving out
@@ -714,9 +718,11 @@ class Fingerprinter:
             return [signed[i] for i in range(len(texts))]
         tokenised, bounds = _tokenise_joined(texts)
         hashes, taken = _shingles(tokenised, self.width)
-        starts = tokenised.starts
-        words = np.diff(starts.searchsorted(bounds), prepend=0)
-        counts = np.diff(starts[taken].searchsorted(bounds), prepend=0)
+        # Before each text's end: its tokens and ends, their places in the stream, the windows there.
+        tokens, events = tokenised.starts.searchsorted(bounds), tokenised.at.searchsorted(bounds)
+        places = tokens + _end_places(self.width) * (events - tokens)
+        words = np.diff(tokens, prepend=0)
+        counts = np.diff(taken.nonzero()[0].searchsorted(places - (self.width - 1)), prepend=0)
         if self.weighting == "presence":
             fingerprints = _votes(*_distinct_runs(hashes.copy(), counts))
         else:
