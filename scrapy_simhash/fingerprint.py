@@ -355,30 +355,25 @@ def fmix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-_NO_HASHES = np.zeros(0, dtype=np.uint64)
-
-
-def _token_hashes(tokenised: Tokenised, at: np.ndarray) -> np.ndarray:
-    """fmix64 of the polynomial hash of the code points from each of ``at`` (indices in order) to the
-    next, and from the last to the end: of each token where ``at`` are token starts and segment ends.
+def _event_hashes(tokenised: Tokenised) -> np.ndarray:
+    """fmix64 of the polynomial hash of the code points from each event to the next: each token's
+    hash at its start, 0 at a segment end (no word character follows one before the next event).
 
     The terms ``cp * B**position`` of the word characters (0 for the others) summed from the start
-    of the framed text, by one accumulation; at each of ``at`` the sum of the terms before it (the
-    first framed code point is a line break: 0), the differences, times ``B**-start``. A sum per
-    token (``add.reduceat``) took twice as long on a page: it costs by token.
+    of the framed text, by one accumulation; at each event the sum of the terms before it (the first
+    framed code point is a line break: 0), the differences to the next, times ``B**-start``. The
+    last event, the line break after the text, sums nothing. A sum per token (``add.reduceat``)
+    took twice as long on a page: it costs by token.
     """
-    if not len(at):
-        return _NO_HASHES
-    framed = tokenised.framed
+    framed, at = tokenised.framed, tokenised.at
     n = len(framed)
     powers, inverses = _powers(n)
     # The points masked before they are widened: a fifth of the time of masking the terms.
     sums = np.multiply(np.multiply(framed, tokenised.framed_word.view(np.uint8)), powers[:n])
     np.add.accumulate(sums, out=sums)
     before = sums.take(at)
-    hashes = np.empty(len(at), dtype=np.uint64)
+    hashes = np.zeros(len(at), dtype=np.uint64)
     np.subtract(before[1:], before[:-1], out=hashes[:-1])
-    np.subtract(sums[-1:], before[-1:], out=hashes[-1:])
     hashes *= inverses[1:].take(at)  # a point's index in points is one less than in framed
     return fmix64(hashes)
 
@@ -419,7 +414,7 @@ def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]
         places = _PLACES[width] = np.array([_end_places(width), 1], dtype=np.intp)
     repeats = places.take(tokenised.token.view(np.uint8))
     is_token = tokenised.token.repeat(repeats)  # the text starts and ends with an end: zeros around it
-    windows = np.correlate(_token_hashes(tokenised, tokenised.at).repeat(repeats), _fold_weights(width))[:-1]
+    windows = np.correlate(_event_hashes(tokenised).repeat(repeats), _fold_weights(width))[:-1]
     # The window that ends at place k + width - 1 is taken where that place is a token and place k is
     # one or place k + width is not.
     taken = np.greater_equal(is_token[:-width], is_token[width:])
@@ -478,7 +473,7 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     counts[lines] = np.diff(np.append(first, len(starts)))
     # Each token's hash mixed with its place in the line, summed per line: order counts.
     place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
-    mixed = _token_hashes(tokenised, starts)
+    mixed = _event_hashes(tokenised)[tokenised.token]
     mixed ^= place * _FOLD
     hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
     return hashes, counts
@@ -543,7 +538,7 @@ def shingle_hash(shingle: str) -> int:
     text path computes for the same run of tokens.
     """
     tokenised = _tokenise(shingle)
-    token_hashes = _token_hashes(tokenised, tokenised.starts)
+    token_hashes = _event_hashes(tokenised)[tokenised.token]
     if len(token_hashes) == 0:
         raise ValueError(f"a shingle needs at least one token, got {shingle!r}")
     return int(_shingle_hashes(token_hashes, width=len(token_hashes))[0])
