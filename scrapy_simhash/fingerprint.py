@@ -356,7 +356,8 @@ def fmix64(x: np.ndarray) -> np.ndarray:
 
 
 #: Framed texts of this many code points and more sum their tokens by accumulation: 2.7 us against
-#: 2.0 summed event by event at 1,000 code points, 4.6 against 5.6 at 4,000, 10.3 against 16.8 at 12,500.
+#: 2.0 summed event by event at 1,000 code points, 4.6 against 5.6 at 4,000, 10.3 against 16.8 at 12,500
+#: (decisions/shingle-stream.md).
 _ACCUMULATED_FROM = 2048
 
 
