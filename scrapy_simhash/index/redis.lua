@@ -238,12 +238,19 @@ local function split(key, name, level, list)
 end
 
 -- Whether ``list`` holds LISTED_PER_KEY records of group ``gid`` under ``rest``, or ``rid`` itself.
-local function key_full(list, rest, gid, rid)
+-- ``groups`` holds the groups of the records read so far (false: gone): a record's keys list the
+-- same few members of its group, each read once.
+local function key_full(list, rest, gid, rid, groups)
     local count = 0
     for _, other in ipairs(listed(list, rest)) do
         if other == rid then return true end
-        local s = read_slot('m', SLOT, other)
-        if s and n5(s, 2) == gid then
+        local other_gid = groups[other]
+        if other_gid == nil then
+            local s = read_slot('m', SLOT, other)
+            other_gid = s and n5(s, 2) or false
+            groups[other] = other_gid
+        end
+        if other_gid == gid then
             count = count + 1
             if count >= LISTED_PER_KEY then return true end
         end
@@ -255,13 +262,13 @@ end
 -- records of its group are under (base.py says why), and under its last key when it would go under
 -- none: a copy of its text must find it, or identical texts could be kept twice.
 local function enband(r, bands)
-    local under, rid = false, r5(r.rid)
+    local under, rid, groups = false, r5(r.rid), {}
     for b = 1, BANDS do
         if not bands or bands[b] then
             local key, field, rest = bucket(r.sketch, b)
             local name, level, list = bucket_field(key, field, rest)
             local last = not bands and b == BANDS and not under
-            if last or not key_full(list, rest, r.gid, r.rid) then
+            if last or not key_full(list, rest, r.gid, r.rid, groups) then
                 under = true
                 list = list .. rest .. rid
                 if level < LEVELS and #list > SPLIT_AT * ENTRY then

@@ -149,6 +149,26 @@ def same_details(a, b) -> bool:
     return a._replace(hashes=None) == b._replace(hashes=None) and np.array_equal(a.hashes, b.hashes)
 
 
+def command_calls(server, command: str) -> int:
+    with server.client() as admin:
+        return admin.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
+
+
+async def test_a_member_reads_each_record_listed_under_its_keys_once(throwaway_redis):
+    """A findable member goes under its band keys that list no record of its group yet: the records
+    listed under its keys are its group's same few members, each read once, not once a key."""
+    index = await opened(throwaway_redis.url)
+    base = hashes(71)
+    await index.check_and_add(record("base", base))
+    lookup = await index.check_and_add(record("member", base))
+    before = command_calls(throwaway_redis, "getrange")
+    joined = await index.join(record("member", base), lookup.candidates[0], True)
+    reads = command_calls(throwaway_redis, "getrange") - before
+    await index.close()
+    assert joined.banded
+    assert reads == 3  # the matched record, its group, and the canonical listed under all the member's keys
+
+
 async def test_a_crawl_reads_no_page_data_of_its_own_candidates(throwaway_redis):
     """Its own records' id, URL, host and hashes are the crawl's: neither the lookup nor a later read
     reads them on the server, and they are what another crawl reads there."""
