@@ -175,14 +175,44 @@ local function split_bits(rest, level)
     return char(floor(byte(rest, 1) / 4 ^ (4 - level)) % 4)
 end
 
+-- Where a prefix's reads of band fields ended: the level most of its recent reads ended at (``depth``,
+-- from ``ends``, halved every DEPTH_WINDOW reads), and up to DEEP_MAX fields that ended elsewhere
+-- (``deep``): a field split deep under a short text's family is read there first, while the rest of
+-- the index keeps being read at its usual level.
+local DEPTH_WINDOW, DEEP_MAX = 1024, 16384
+
+local function ended(id, level)
+    local named, ends = NAMED, NAMED.ends
+    ends[level] = ends[level] + 1
+    named.reads = named.reads + 1
+    if named.reads >= DEPTH_WINDOW then
+        local most = 1
+        for l = 2, LEVELS do
+            if ends[l] > ends[most] then most = l end
+        end
+        for l = 1, LEVELS do ends[l] = floor(ends[l] / 2) end
+        named.depth, named.reads = most, 0
+    end
+    local deep = named.deep
+    if level == named.depth then
+        if deep[id] then deep[id], named.deep_count = nil, named.deep_count - 1 end
+    elseif deep[id] then
+        deep[id] = level
+    elseif named.deep_count < DEEP_MAX then
+        deep[id], named.deep_count = level, named.deep_count + 1
+    end
+end
+
 -- The field of hash ``key`` that lists the entries of band key (field, rest), its level and its
--- value. A read starts at the level where this prefix's last read found its list: in an index whose
--- fields have split, that is one read a band instead of one a level. The level is a hint the
--- library keeps, not the index: a field not split that deep is found by reading up from there (a
--- level's name is the one above it and one more byte), a marker by reading down.
+-- value. A read starts at the level where this field's or this prefix's reads ended (``ended``): in
+-- an index whose fields have split, that is one read a band instead of one a level. The level is a
+-- hint the library keeps, not the index: a field not split that deep is found by reading up from
+-- there (a level's name is the one above it and one more byte), a marker by reading down.
 local function bucket_field(key, field, rest)
+    local id = key .. '\0' .. field
+    local start = NAMED.deep[id] or NAMED.depth
     local name, level = field, 1
-    while level < NAMED.depth do
+    while level < start do
         name, level = name .. split_bits(rest, level), level + 1
     end
     local value = hget(key, name)
@@ -198,7 +228,7 @@ local function bucket_field(key, field, rest)
         name, level = name .. split_bits(rest, level), level + 1
         value = hget(key, name)
     end
-    NAMED.depth = level
+    ended(id, level)
     return name, level, value
 end
 
@@ -779,7 +809,7 @@ redis.register_function(NAME, function(_, args)
     if not names then
         -- page data keys carry no hash tag: on a cluster they spread
         names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {},
-                 depth = 1}
+                 depth = 1, ends = {0, 0, 0, 0, 0}, reads = 0, deep = {}, deep_count = 0}
         for b = 1, BANDS do names[6][b] = P .. ':b:' .. char(b - 1) end
         NAMES[P] = names
     end

@@ -439,6 +439,30 @@ async def test_a_lookup_finds_a_list_in_a_field_not_split_after_one_that_is(thro
     await index.close()
 
 
+async def test_a_field_split_deeper_than_the_rest_is_read_at_its_level(throwaway_redis):
+    """A short text's family fills a few fields past the bound while the index's others stay short: a
+    lookup reads each of its bands' fields once, the split one where its list is, the others at the
+    level most fields are read at."""
+    layout = Layout(bands=4, rows=6, min_estimate=0.0)
+    index = await opened(throwaway_redis.url, layout=layout)
+    rng = np.random.default_rng(8)
+
+    def sketched(record_id: str, band0: bytes):
+        return with_sketch(record_id, layout, band0 + rng.integers(0, 256, 18, dtype=np.uint8).tobytes())
+
+    for i in range(BUCKET_SPLIT_AT + 20):  # band 0's field \x00\x00 splits
+        band0 = b"\x00\x00" + rng.integers(0, 256, layout.rows - 2, dtype=np.uint8).tobytes()
+        assert (await index.check_and_add(sketched(f"r{i}", band0))).added
+    reads = []
+    for i in range(2):
+        before = command_calls(throwaway_redis, "hget")
+        band0 = b"\x00\x00" + rng.integers(0, 256, layout.rows - 2, dtype=np.uint8).tobytes()
+        assert (await index.check_and_add(sketched(f"query{i}", band0))).added
+        reads.append(command_calls(throwaway_redis, "hget") - before)
+    await index.close()
+    assert reads[1] == layout.bands + 2  # a field a band, and the handles of its id and URL
+
+
 def test_a_cluster_index_needs_a_hash_tag(cluster):
     with pytest.raises(ValueError, match="hash tag"):
         open_index(cluster_url(cluster), layout=LAYOUT, key_prefix="simhash:no-tag")
