@@ -2,6 +2,7 @@
 
     python benchmarks/index.py [--sizes 100000,1000000,10000000] [--lookups 2000] [--near 200]
                                [--backends redis,sqlite] [--sqlite-max 1000000]
+                               [--base-source DIR [--rounds 10]]
 
 Fills each backend (a redis-server of this run's own on a free port, a SQLite file in a temporary
 folder) through 100k, 1M and 10M records, and at each size:
@@ -29,15 +30,29 @@ record, on its thread, without asyncio hops).
 Runtime: the Redis fill is bound by the server (~0.3 ms of script time a record for this version,
 ~0.2 ms for the baseline's ``add``): about 3,000 records a second on 2 cores, so
 ``--sizes 100000,1000000,10000000`` takes about an hour. SQLite stops at ``--sqlite-max`` records
-(default 1M: its fill runs at a few thousand records per second). To compare two versions, run each
-from its own checkout, alternately.
+(default 1M: its fill runs at a few thousand records per second).
+
+``--base-source DIR`` compares this version with another (a checkout of another commit whose index
+this one's can be read by: same key schema, layout and fingerprint version) on Redis, in the same
+run: at each size, after the figures above, ``--rounds`` rounds in which this version and the one
+in DIR each look up ``--lookups`` new records and ``--near`` near-duplicates on the index this run
+filled, in turn, each client a process of its own with its own Functions library; printed are the
+median and quartiles of the rounds' ratios (this / base) of the server's CPU time and the script's
+time per lookup. Two versions filled and measured in separate runs, minutes apart, differ by more
+than their code does on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import logging
+import os
 import sqlite3
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -90,8 +105,9 @@ class Driver(Protocol):
     async def fill(self, start: int, stop: int) -> int:
         """Add records ``start..stop``; return how many found candidates instead (0 for random ones)."""
 
-    def new_queries(self, size: int, count: int) -> list:
-        """``count`` new random records to look up at ``size`` (made before the clock starts)."""
+    def new_queries(self, size: int, count: int, batch: int = 0) -> list:
+        """``count`` new random records to look up at ``size`` (made before the clock starts), the
+        ``batch``-th such set: each batch's records are others'."""
 
     def near_queries(self, size: int, targets: list[int]) -> list:
         """A near-duplicate of each stored record of ``targets``."""
@@ -112,11 +128,29 @@ def server_cpu(admin: redis.Redis) -> float:
     return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
 
 
+def server_mark(admin: redis.Redis) -> float:
+    """Start counting the server's work: its command statistics reset, its CPU time read."""
+    admin.config_resetstat()
+    return server_cpu(admin)
+
+
+def server_work(admin: redis.Redis, mark: float, lookups: int) -> dict:
+    """The server's time and commands per lookup since ``mark``."""
+    out = {"cpu_us": (server_cpu(admin) - mark) / lookups * 1e6}
+    stats = admin.info("commandstats")
+    script = max((stats.get(name, {"calls": 0, "usec": 0}) for name in SCRIPT_CALLS), key=lambda s: s["calls"])
+    out["script_us"] = script["usec"] / max(script["calls"], 1)
+    out["script_calls_per_lookup"] = script["calls"] / lookups
+    # Commands a script runs are counted too (inside its time): the work a lookup asks of the server.
+    skip = (*SCRIPT_CALLS, "cmdstat_info", "cmdstat_config")
+    inner = sum(s["calls"] for name, s in stats.items() if not name.startswith(skip))
+    out["commands_per_lookup"] = inner / lookups
+    return out
+
+
 async def timed(calls: list[Callable[[], Awaitable[Any]]], admin: redis.Redis | None) -> tuple[dict, list]:
     """Run ``calls`` one at a time: client rate and latency, and the server's time when on Redis."""
-    if admin is not None:
-        admin.config_resetstat()
-        cpu = server_cpu(admin)
+    mark = server_mark(admin) if admin is not None else 0.0
     latencies, answers = [], []
     started = time.perf_counter()
     for call in calls:
@@ -128,15 +162,7 @@ async def timed(calls: list[Callable[[], Awaitable[Any]]], admin: redis.Redis | 
     out = {"n": len(calls), "per_s": len(calls) / wall, "p50_ms": float(np.percentile(ms, 50)),
            "p99_ms": float(np.percentile(ms, 99))}
     if admin is not None:
-        out["cpu_us"] = (server_cpu(admin) - cpu) / len(calls) * 1e6
-        stats = admin.info("commandstats")
-        script = max((stats.get(name, {"calls": 0, "usec": 0}) for name in SCRIPT_CALLS), key=lambda s: s["calls"])
-        out["script_us"] = script["usec"] / max(script["calls"], 1)
-        out["script_calls_per_lookup"] = script["calls"] / len(calls)
-        # Commands a script runs are counted too (inside its time): the work a lookup asks of the server.
-        skip = (*SCRIPT_CALLS, "cmdstat_info", "cmdstat_config")
-        inner = sum(s["calls"] for name, s in stats.items() if not name.startswith(skip))
-        out["commands_per_lookup"] = inner / len(calls)
+        out |= server_work(admin, mark, len(calls))
     return out, answers
 
 
@@ -148,11 +174,18 @@ def sqlite_bytes(path: Path) -> int:
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
+def near_targets(size: int, count: int, batch: int = 0) -> list[int]:
+    """``count`` stored records of an index of ``size`` to look near-duplicates of up, the ``batch``-th set."""
+    rng = np.random.default_rng([NEAR_SEED, size, *([batch] if batch else [])])
+    return [int(t) for t in rng.integers(0, size, count)]
+
+
 async def measure(
     driver: Driver, backend: str, location: str, sizes: list[int], lookups: int, near: int,
-    report: Callable[[dict], None],
+    report: Callable[[dict], None], base: Path | None = None, rounds: int = 0,
 ) -> None:
-    """Fill ``driver`` through ``sizes``, measuring at each; ``report`` gets one dict per size."""
+    """Fill ``driver`` through ``sizes``, measuring at each; ``report`` gets one dict per size. On
+    Redis, with ``base``, also ``rounds`` rounds of this version against the one at ``base``."""
     admin = redis.Redis.from_url(location) if backend == "redis" else None
     await driver.open()
     empty = admin.info("memory")["used_memory"] if admin else 0
@@ -169,12 +202,13 @@ async def measure(
             used = sqlite_bytes(Path(location))
         queries = driver.new_queries(size, lookups)
         new, _ = await timed([lambda q=q: driver.lookup(q) for q in queries], admin)
-        targets = [int(t) for t in np.random.default_rng([NEAR_SEED, size]).integers(0, size, near)]
-        queries = driver.near_queries(size, targets)
+        queries = driver.near_queries(size, near_targets(size, near))
         dup, hits = await timed([lambda q=q: driver.lookup(q) for q in queries], admin)
         report({"label": driver.label, "backend": backend, "size": size, "records": records,
                 "fill_per_s": fill_rate, "fill_candidates": found, "bytes_per_record": used / records,
                 "new": new, "near": dup, "near_found": sum(hits) / max(near, 1)})
+        if base is not None and admin is not None:
+            against_base(admin, location, driver.index.session, size, lookups, near, rounds, base)
     await driver.close()
     if admin:
         admin.close()
@@ -222,14 +256,14 @@ class NewDriver:
 
     label = "new"
 
-    def __init__(self, backend: str, location: str) -> None:
+    def __init__(self, backend: str, location: str, session: bytes | None = None) -> None:
         from scrapy_simhash.calibration import layout_for
         from scrapy_simhash.index import open_index
 
         self.layout = layout_for(0.82, 0.99, None)
         url = location if backend == "redis" else f"sqlite:///{location}"
         self.backend = backend
-        self.index = open_index(url, layout=self.layout, key_prefix="bench:{index}")
+        self.index = open_index(url, layout=self.layout, key_prefix="bench:{index}", session=session)
 
     def _record(self, url: str, row: np.ndarray):
         from scrapy_simhash.index import Record
@@ -273,9 +307,10 @@ class NewDriver:
                            r.sketch(self.layout), 1, *index._record_args(r), *page)
             return await pipe.execute()
 
-    def new_queries(self, size: int, count: int) -> list:
-        rows = random_rows(QUERY_SEED + size, 0, count, 8 + self.layout.size)
-        return [(self._record(url_of(f"new-{size}", n), row), None) for n, row in enumerate(rows)]
+    def new_queries(self, size: int, count: int, batch: int = 0) -> list:
+        first = batch * count
+        rows = random_rows(QUERY_SEED + size, first, first + count, 8 + self.layout.size)
+        return [(self._record(url_of(f"new-{size}", n), row), None) for n, row in enumerate(rows, first)]
 
     def near_queries(self, size: int, targets: list[int]) -> list:
         queries = []
@@ -299,6 +334,111 @@ class NewDriver:
 
     async def close(self) -> None:
         await self.index.close()
+
+
+# -- against another version, on the same server ---------------------------------------------------
+
+
+async def serve(url: str, session: str) -> None:
+    """Look up what the parent asks on stdin, one JSON line at a time, with the scrapy_simhash this
+    process imports (PYTHONPATH): the lookup side of :func:`against_base`. The session is the
+    fill's, so that stored records are the client's own, as in the measurement above."""
+    import scrapy_simhash
+
+    logging.disable(logging.WARNING)  # the parent has said what opening the index says
+    driver = NewDriver("redis", url, bytes.fromhex(session))
+    await driver.open()
+    print(json.dumps({"package": str(Path(scrapy_simhash.__file__).parent)}), flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        if ask["kind"] == "new":
+            queries = driver.new_queries(ask["size"], ask["count"], ask["batch"])
+        else:
+            queries = driver.near_queries(ask["size"], near_targets(ask["size"], ask["count"], ask["batch"]))
+        print(json.dumps({"ready": len(queries)}), flush=True)
+        sys.stdin.readline()  # the parent has started counting the server's work
+        hits = [await driver.lookup(q) for q in queries]
+        print(json.dumps({"found": sum(hits)}), flush=True)
+    await driver.close()
+
+
+class Version:
+    """A lookup client in a process of its own, importing scrapy_simhash from ``source`` (None: as
+    this process does)."""
+
+    def __init__(self, url: str, session: bytes, source: Path | None) -> None:
+        env = None
+        if source is not None:
+            path = os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))
+            env = os.environ | {"PYTHONPATH": path}
+        self.process = subprocess.Popen([sys.executable, __file__, "--serve", url, session.hex()], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.package = self._read()["package"]
+
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def _read(self) -> dict:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the lookup process ended (status {self.process.wait()}): its message is above")
+        return json.loads(line)
+
+    def lookups(self, admin: redis.Redis, ask: dict) -> dict:
+        """The server's work per lookup for the lookups ``ask`` names, made before it is counted."""
+        self._send(json.dumps(ask))
+        self._read()
+        mark = server_mark(admin)
+        self._send("go")
+        found = self._read()["found"]
+        return server_work(admin, mark, ask["count"]) | {"found": found / ask["count"]}
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def against_base(admin: redis.Redis, url: str, session: bytes, size: int, lookups: int, near: int, rounds: int,
+                 base: Path) -> None:
+    """This version's server time per lookup against the version at ``base``, both reading the index
+    this run filled: ``rounds`` rounds, each with ``lookups`` new records and ``near`` near-duplicates
+    looked up by each version in turn (this, base; then base, this), each in a process and a Functions
+    library of its own. Printed: the median and quartiles of the rounds' ratios, since two versions
+    measured minutes apart on a shared machine differ by more than their code does."""
+    sides = {"this": Version(url, session, None), "base": Version(url, session, base)}
+    load = os.getloadavg()[0]
+    got: dict[tuple[str, str], list[dict]] = {(side, kind): [] for side in sides for kind in ("new", "near")}
+    for turn in range(rounds):
+        for n, side in enumerate(["this", "base"] if turn % 2 == 0 else ["base", "this"]):
+            for kind, count, batch in (("new", lookups, 1 + 2 * turn + n), ("near", near, 1 + turn)):
+                if count:
+                    ask = {"kind": kind, "size": size, "count": count, "batch": batch}
+                    got[(side, kind)].append(sides[side].lookups(admin, ask))
+    for version in sides.values():
+        version.close()
+    print(f"  {size:>11,d}  this ({sides['this'].package}) / base ({sides['base'].package}), {rounds} rounds, "
+          f"load {load:.1f} -> {os.getloadavg()[0]:.1f}:", flush=True)
+    for kind in ("new", "near"):
+        this, other = got[("this", kind)], got[("base", kind)]
+        if not this:
+            continue
+
+        def median(rows: list[dict], figure: str) -> float:
+            return statistics.median(row[figure] for row in rows)
+
+        line = f"    {kind:4s}"
+        for figure in ("cpu_us", "script_us"):
+            ratios = [a[figure] / b[figure] for a, b in zip(this, other) if b[figure]]
+            low, _, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+            line += (f"  {figure.removesuffix('_us')} {statistics.median(ratios):5.3f}x [{low:.2f}-{high:.2f}] "
+                     f"({median(this, figure):.1f} / {median(other, figure):.1f} us)")
+        line += (f"  commands {median(this, 'commands_per_lookup'):.1f} / {median(other, 'commands_per_lookup'):.1f}"
+                 f"  found {median(this, 'found'):.0%} / {median(other, 'found'):.0%}")
+        print(line, flush=True)
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -349,7 +489,15 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--near", type=int, default=200, help="near-duplicates looked up per size")
     parser.add_argument("--backends", default="redis,sqlite")
     parser.add_argument("--sqlite-max", type=int, default=1_000_000, help="largest size filled in SQLite")
+    parser.add_argument("--base-source", type=Path, metavar="DIR",
+                        help="also look up with scrapy_simhash imported from DIR (a checkout of another commit) on "
+                             "the same Redis index, in alternated rounds, and print the pair ratios")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds against --base-source")
+    parser.add_argument("--serve", nargs=2, metavar=("URL", "SESSION"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        await serve(*args.serve)
+        return
     print(f"Simulated records (random sketches / fingerprints, no verification hashes); {args.lookups} "
           f"new-record and {args.near} near-duplicate lookups per size, one at a time.", flush=True)
     results: dict[str, list[dict]] = {}
@@ -365,7 +513,8 @@ async def main(argv: list[str] | None = None) -> None:
             show(r)
 
         with location(backend, "new") as where:
-            await measure(NewDriver(backend, where), backend, where, sizes, args.lookups, args.near, report)
+            await measure(NewDriver(backend, where), backend, where, sizes, args.lookups, args.near, report,
+                          args.base_source, args.rounds)
     summary(results)
     print(f"\n(total {time.perf_counter() - started:,.0f} s)")
 

@@ -29,7 +29,7 @@ TINY: dict[str, list[str]] = {
     "fingerprint.py": ["--corpus", "{corpus}", "--repeat", "1", "--pieces", "8", "--naive-every", "100",
                        "--edits", "10"],
     "forced_stop.py": ["--pages", "40", "--gap", "1.5"],
-    "index.py": ["--sizes", "2000", "--lookups", "50", "--near", "10"],
+    "index.py": ["--sizes", "2000", "--lookups", "50", "--near", "10", "--base-source", str(ROOT), "--rounds", "2"],
     "listings.py": ["--small"],
     "singlehost.py": ["--small", "--orders", "by-site", "--learner", "on"],
     "killed_feeds.py": ["--pages", "40", "--kill-at", "10", "--batch-items", "5", "--jitter", "0"],
