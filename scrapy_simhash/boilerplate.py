@@ -52,10 +52,14 @@ COINCIDENCE_WORDS = 2
 # Sample pages this similar (line Jaccard, each line weighted by its words and by how few sample
 # pages have it) are copies of one document: its releases, one page under two URLs.
 SAME_DOCUMENT = 0.5
+# Sample pages whose prose (lines of LONG_LINE words or more, weighted by their words) is this alike are
+# versions of one text (a page at several releases, the variants of one product): one document.
+SAME_TEXT = 0.3
 # A line on at least this share of a sample's documents, and on three (on every document of a sample
 # of two or three), is template.
 TEMPLATE_SHARE = 0.5
-# Most sample pages a learning step compares (documents() is quadratic in them).
+# Most pages a sample grows to while it holds one document (a host's first pages all copies or versions
+# of one page), and most a learning step compares (documents() is quadratic in them).
 MAX_SAMPLE_PAGES = 64
 # Hosts whose furniture is kept in memory, least recently used dropped first (and loaded again
 # from the index when the host comes back); hosts that still collect pages after an early warm-up.
@@ -102,32 +106,71 @@ def _alike(words: frozenset[int], pattern: frozenset[int]) -> bool:
 
 
 def documents(pages: list[PageLines]) -> np.ndarray:
-    """A document number per sample page: pages whose weighted line Jaccard is SAME_DOCUMENT or more are one.
+    """A document number per sample page: pages alike by either measure below are one.
 
-    A line weighs its words times log(n / pages having it): a line on every page (the template, when
-    there are three pages or more) weighs nothing and a document's own lines weigh most; pages with
-    nothing of their own are one document. Of two pages, nothing tells the template apart: a line on
-    both weighs log(3 / 2) against log(3) for a line on one.
+    Their lines: the lines two pages have in common weigh SAME_DOCUMENT of their union or more, a line
+    weighing its words times log(n / pages having it): a line on every page (the template, when there
+    are three pages or more) weighs nothing and a document's own lines weigh most; pages with nothing
+    of their own are one document. Of two pages, nothing tells the template apart: a line on both
+    weighs log(3 / 2) against log(3) for a line on one.
+    Their prose: the lines of LONG_LINE words or more two pages have in common, weighed by their words
+    alone, are SAME_TEXT of their union or more: versions of one text, whose shared lines the first
+    measure weighs as nothing when every sample page is one of them.
+    When the prose makes every page one document but the lines tell several apart, the lines decide:
+    nothing tells one text's versions from a template of long lines on every page (a sidebar of
+    teasers), and the learner's sample waits for other pages first (versions_of_one_text).
     """
+    by_lines, by_either = _document_numbers(pages)
+    return by_lines if by_either.max() == 0 else by_either
+
+
+def versions_of_one_text(pages: list[PageLines]) -> bool:
+    """Every page's prose is another's: copies or versions of one text, or a template of long lines."""
+    return bool(_document_numbers(pages)[1].max() == 0)
+
+
+def _document_numbers(pages: list[PageLines]) -> tuple[np.ndarray, np.ndarray]:
+    """documents() by the lines alone, and by the lines or the prose."""
     n = len(pages)
     distinct = [_distinct(page) for page in pages]
     every = np.concatenate([hashes for hashes, _ in distinct])
     words = np.concatenate([counts for _, counts in distinct]).astype(np.float64)
     unique, index, spread = np.unique(every, return_inverse=True, return_counts=True)
-    weight = np.zeros(len(unique))
-    weight[index] = words
-    weight *= np.log((n + (n == 2)) / spread)
-    incidence = np.zeros((n, len(unique)))
-    incidence[np.repeat(np.arange(n), [len(hashes) for hashes, _ in distinct]), index] = 1.0
-    shared = (incidence * weight) @ incidence.T
-    own = np.diag(shared)
-    union = own[:, None] + own[None, :] - shared
-    similar = shared >= SAME_DOCUMENT * union  # 0 >= 0 too: pages with nothing of their own are one document
-    document = np.arange(n)
-    for i, j in zip(*np.nonzero(np.triu(similar, 1))):  # union of the two groups, smallest number wins
-        low, high = sorted((document[i], document[j]))
-        document[document == high] = low
-    return np.unique(document, return_inverse=True)[1]
+    line_words = np.zeros(len(unique))
+    line_words[index] = words
+    page_of = np.repeat(np.arange(n), [len(hashes) for hashes, _ in distinct])
+    rare = line_words * np.log((n + (n == 2)) / spread)
+    shared, union = _overlap(page_of, index, spread, rare, n)
+    alike = shared >= SAME_DOCUMENT * union  # 0 >= 0 too: pages with nothing of their own are one document
+    shared, union = _overlap(page_of, index, spread, np.where(line_words >= LONG_LINE, line_words, 0.0), n)
+    return _groups(alike), _groups(alike | ((shared > 0) & (shared >= SAME_TEXT * union)))
+
+
+def _groups(alike: np.ndarray) -> np.ndarray:
+    """A number per page, 0 up: pages alike, directly or through others, share theirs (the smallest)."""
+    group = np.arange(len(alike))
+    for i, j in zip(*np.nonzero(np.triu(alike, 1))):
+        low, high = sorted((group[i], group[j]))
+        group[group == high] = low
+    return np.unique(group, return_inverse=True)[1]
+
+
+def _overlap(
+    page_of: np.ndarray, index: np.ndarray, spread: np.ndarray, weight: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weight of the lines each two pages have in common, and of the lines either has (n x n).
+
+    Only lines on two pages or more enter the product: most of a sample's lines are one page's own."""
+    own = np.bincount(page_of, weights=weight[index], minlength=n)
+    columns = np.full(len(spread), -1)
+    common = np.flatnonzero(spread >= 2)
+    columns[common] = np.arange(len(common))
+    on = columns[index] >= 0
+    incidence = np.zeros((n, len(common)))
+    incidence[page_of[on], columns[index[on]]] = 1.0
+    shared = (incidence * weight[common]) @ incidence.T
+    np.fill_diagonal(shared, own)
+    return shared, own[:, None] + own[None, :] - shared
 
 
 def _slot_keys(
@@ -493,13 +536,15 @@ class _Warmup:
 class BoilerplateLearner:
     """Per-host furniture: loaded from the store, or learned from the host's first pages, which wait for it.
 
-    A host's first ``SIMHASH_BOILERPLATE_SAMPLE_PAGES`` pages are held (their ``strip`` awaits) until
-    that many have come, ``SIMHASH_BOILERPLATE_WARMUP_TIMEOUT`` seconds after the first, or the crawl
-    needs them to go on; the furniture is learned from them, they and every later page of the host
-    are stripped with it. A warm-up that ended with fewer pages is learned again, once, when the host
-    reaches the sample size. Memory: the held pages (at most ``SIMHASH_BOILERPLATE_MAX_HELD``), the
-    furniture of ``CACHED_HOSTS`` hosts (a few kB each) and the pages of ``PENDING_SAMPLES`` hosts still
-    short of a full sample.
+    A host's first pages are held (their ``strip`` awaits) until they are
+    ``SIMHASH_BOILERPLATE_SAMPLE_PAGES`` pages holding two distinct documents or more (copies and
+    versions of one text count once), or ``MAX_SAMPLE_PAGES`` pages,
+    ``SIMHASH_BOILERPLATE_WARMUP_TIMEOUT`` seconds after the first, or the crawl needs them to go on;
+    the furniture is learned from them, they and every later page of the host are stripped with it. A
+    warm-up that ended short of a complete sample is learned again, once, when the host's pages make
+    one. Memory: the held pages (at most ``SIMHASH_BOILERPLATE_MAX_HELD``), the furniture of
+    ``CACHED_HOSTS`` hosts (a few kB each) and the pages of ``PENDING_SAMPLES`` hosts learned short (up
+    to ``MAX_SAMPLE_PAGES`` each).
     """
 
     def __init__(self, crawler: Crawler, config: SimhashSettings) -> None:
@@ -530,7 +575,7 @@ class BoilerplateLearner:
         """Release every held page and wait for pending saves; call before closing the store."""
         if self._ticker is not None:
             self._ticker.cancel()
-        self.flush("spider closing")
+        self.flush("spider closing", out_of_pages=True)
         if self._saves:
             await asyncio.gather(*self._saves, return_exceptions=True)
 
@@ -548,7 +593,7 @@ class BoilerplateLearner:
                 warmup.pages.append(page)
                 self.held += 1
                 self.stats.max_value("simhash/boilerplate/held_max", self.held)
-                if len(warmup.pages) >= self.sample_pages:
+                if self._enough(warmup.pages):
                     self._finish(host, "sample complete")
                 else:
                     self._relieve()
@@ -563,10 +608,11 @@ class BoilerplateLearner:
         state = await self._state(host)
         return state.furniture.verification if state is not None else NO_FURNITURE.verification
 
-    def flush(self, reason: str) -> None:
-        """End every warm-up now: each host's furniture is learned from the pages it has."""
+    def flush(self, reason: str, out_of_pages: bool = False) -> None:
+        """End every warm-up now: each host's furniture is learned from the pages it has, and kept as
+        a complete sample's when the crawl has no more pages for it (``out_of_pages``)."""
         for host in list(self._warmups):
-            self._finish(host, reason)
+            self._finish(host, reason, out_of_pages)
 
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
         text = state.furniture.remove(page)
@@ -632,10 +678,10 @@ class BoilerplateLearner:
         return state
 
     def _collect(self, host: str, state: _Host, page: PageLines) -> None:
-        """A page of a host whose warm-up ended short: learn again, once, when the sample is full."""
+        """A page of a host whose warm-up ended short: learn again, once, when the sample is complete."""
         assert state.sample is not None
         state.sample.append(page)
-        if len(state.sample) >= self.sample_pages:
+        if self._enough(state.sample):
             sample, state.sample = state.sample, None
             self._track(self._learned(host, sample, "relearned"))
 
@@ -645,19 +691,20 @@ class BoilerplateLearner:
         self._saves.add(task)
         task.add_done_callback(self._saves.discard)
 
-    def _finish(self, host: str, reason: str) -> None:
+    def _finish(self, host: str, reason: str, out_of_pages: bool = False) -> None:
         warmup = self._warmups.get(host)
         if warmup is None or warmup.settling:
             return
         warmup.settling = True
         warmup.deadline.cancel()
         self.held -= len(warmup.pages)  # released for the sake of MAX_HELD: they go within a round trip
-        self._track(self._settle(host, warmup, reason))
+        self._track(self._settle(host, warmup, reason, out_of_pages))
 
-    async def _settle(self, host: str, warmup: _Warmup, reason: str) -> None:
+    async def _settle(self, host: str, warmup: _Warmup, reason: str, out_of_pages: bool) -> None:
         """Learn from the warm-up's pages, agree with the index, then let them and every later page go."""
         try:
-            state = await self._learned(host, warmup.pages, "learned" if len(warmup.pages) >= 2 else "without")
+            how = "learned" if len(warmup.pages) >= 2 else "without"
+            state = await self._learned(host, warmup.pages, how, out_of_pages)
         except Exception:  # held pages must never wait for good: they go on unstripped
             logger.exception("Could not learn the furniture of %r", host, extra={"spider": self.crawler.spider})
             state = self._publish(host, _Host(NO_FURNITURE, 0))
@@ -671,9 +718,19 @@ class BoilerplateLearner:
         )
         warmup.ready.set_result(state)
 
-    async def _learned(self, host: str, pages: list[PageLines], how: str) -> _Host:
-        furniture = learn(pages[-MAX_SAMPLE_PAGES:], self.fingerprinter)
-        complete = len(pages) >= self.sample_pages
+    def _enough(self, pages: list[PageLines]) -> bool:
+        """A complete sample: SAMPLE_PAGES pages holding two documents or more, or MAX_SAMPLE_PAGES pages."""
+        if len(pages) >= MAX_SAMPLE_PAGES:
+            return True
+        return len(pages) >= self.sample_pages and not versions_of_one_text(pages)
+
+    async def _learned(self, host: str, pages: list[PageLines], how: str, out_of_pages: bool = False) -> _Host:
+        """Learn from ``pages``; a complete sample's furniture (or the host's last pages' in this crawl,
+        SAMPLE_PAGES of them or more) is stored and never learned again."""
+        sample = pages[-MAX_SAMPLE_PAGES:]
+        furniture = learn(sample, self.fingerprinter)
+        self.stats.max_value("simhash/boilerplate/sample_pages_max", furniture.pages)
+        complete = self._enough(sample) or (out_of_pages and len(sample) >= self.sample_pages)
         if complete:
             furniture = await self._agreed(host, furniture)
         state = self._publish(host, _Host(furniture, furniture.version, None if complete else list(pages)))
@@ -739,7 +796,7 @@ class BoilerplateLearner:
             try:
                 self._stalled_ticks = self._stalled_ticks + 1 if self._crawl_stalled() else 0
                 if self._stalled_ticks >= 2:
-                    self.flush("nothing left to crawl")
+                    self.flush("nothing left to crawl", out_of_pages=True)
                 else:
                     self._relieve()
             except Exception:  # the ticker must survive, or held pages could wait until their deadline

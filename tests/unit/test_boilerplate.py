@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 
 from pipeline_harness import feed, open_pipeline, simhash_stats, until
-from scrapy_simhash.boilerplate import BlobError, Furniture, decode, encode, learn, page_lines
+from scrapy_simhash.boilerplate import (
+    BlobError,
+    Furniture,
+    decode,
+    documents,
+    encode,
+    learn,
+    page_lines,
+    versions_of_one_text,
+)
 from scrapy_simhash.fingerprint import shingle_hash, verification_hashes
 from scrapy_simhash.mergelog import read_merge_log
 
@@ -78,6 +87,29 @@ def test_three_urls_of_one_page_teach_nothing() -> None:
     furniture = learn([page_lines(text)] * 3)
     assert furniture.documents == 1 and furniture.version == 0
     assert furniture.strip(page_lines(text)) == text
+
+
+def test_releases_of_one_page_are_one_document_and_articles_quoting_one_statement_are_not() -> None:
+    """Three releases of a story share most of its paragraphs: a sample of them waits for another page,
+    with which they are two documents (taken as three, every line of the story would be template).
+    Articles that each quote one paragraph are distinct documents."""
+    releases = [page_lines(site_page(0, [*article(0)[:3], words(f"release{v}w", 30)])) for v in range(3)]
+    assert versions_of_one_text(releases)
+    assert documents([*releases, page_lines(site_page(1, article(1)))]).tolist() == [0, 0, 0, 1]
+    quote = words("quote", 30)
+    quoting = [page_lines(site_page(n, [*article(n)[:2], quote, *article(n)[2:]])) for n in range(3)]
+    assert not versions_of_one_text(quoting) and documents(quoting).tolist() == [0, 1, 2]
+
+
+def test_a_template_of_long_lines_is_learned_from_pages_that_share_nothing_else() -> None:
+    """A sidebar of teasers of 20 words on every page outweighs each short article: the prose says one
+    text, the lines say three documents, and with no other page to wait for the lines decide."""
+    teasers = "\n\n".join(words(f"teaser{t}w", 20) for t in range(30))
+    texts = [f"{site_page(n, article(n, 1))}\n\n{teasers}" for n in range(3)]
+    pages = [page_lines(text) for text in texts]
+    assert versions_of_one_text(pages)
+    furniture = learn(pages)
+    assert furniture.documents == 3 and stripped_lines(furniture, texts[0]) == article(0, 1)
 
 
 def test_a_sentence_two_articles_share_and_a_menu_word_in_an_article_are_content() -> None:
@@ -204,6 +236,37 @@ async def test_pages_with_soft_hyphens_are_stripped_and_judged(settings) -> None
         await pipeline.close_spider()
     stats = simhash_stats(pipeline)
     assert stats["simhash/duplicates"] == 1 and stats["simhash/unchecked"] == 0
+
+
+def release(version: int) -> list[str]:
+    """Story 0 at a release: its first three paragraphs, and one of the release's own."""
+    return [*article(0)[:3], words(f"release{version}w", 30)]
+
+
+@pytest.mark.parametrize("first", [[article(0)] * 4, [release(v) for v in range(4)]], ids=["copies", "releases"])
+async def test_a_host_whose_first_pages_are_one_page_learns_from_distinct_documents(settings, first) -> None:
+    """A host's first four pages are one story (copies, or releases sharing most paragraphs): its warm-up
+    holds them until another story makes two distinct documents, and no line of the story is
+    furniture. A sample of those first pages alone would take the story's lines for template, or
+    learn nothing for good."""
+    pipeline = await open_pipeline(settings)
+    learner = pipeline.learner
+    texts = [site_page(0, body) for body in first] + [site_page(n, article(n)) for n in (1, 2)]
+    try:
+        stripping = [asyncio.ensure_future(learner.strip("a.example", text)) for text in texts]
+        stripped = await asyncio.wait_for(asyncio.gather(*stripping), timeout=30)
+        blob = await learner.store.load_boilerplate("a.example")
+    finally:
+        await pipeline.close_spider()
+    assert blob is not None, "nothing stored: learned from one document"
+    stored = decode(blob)
+    assert (stored.pages, stored.documents) == (5, 2)
+    story = {line for body in first for line in body}
+    assert not np.isin(page_lines("\n".join(story)).hashes, stored.lines).any()
+    assert [[line for line in page.text.split("\n") if line.strip()] for page in stripped[:4]] == first
+    assert {page.version for page in stripped} == {stored.version}
+    stats = simhash_stats(pipeline)
+    assert stats["simhash/boilerplate/held_max"] == 5 and stats["simhash/boilerplate/sample_pages_max"] == 5
 
 
 async def test_a_lone_page_waits_no_longer_than_the_warmup_timeout(settings) -> None:
@@ -340,13 +403,14 @@ UPDATE = [words("update", 60)]  # a paragraph the later stories share
 
 
 async def test_distinct_pages_alike_only_once_content_taken_for_furniture_is_removed_are_kept(settings) -> None:
-    """Every story of the sample quotes the same statement, so the learner takes it for furniture. Two
+    """Every story of the sample quotes the same statement (a quarter of its prose: the stories are
+    distinct documents, not versions of one text), so the learner takes it for furniture. Two
     later stories, one quoting all of it and one a third, share one paragraph besides: without
     furniture they are the same text, whole they are far apart (Jaccard ~0.6). Both are kept, and the
     rejection is logged with the whole texts' Jaccard."""
     pipeline = await open_pipeline(settings)
     try:
-        sample = [asyncio.ensure_future(feed(pipeline, item("a.example", n, STATEMENT + article(n))))
+        sample = [asyncio.ensure_future(feed(pipeline, item("a.example", n, STATEMENT + article(n, 8))))
                   for n in range(3)]
         assert all(await asyncio.gather(*sample))
         assert await feed(pipeline, item("a.example", 10, STATEMENT + UPDATE))
