@@ -53,13 +53,15 @@ COINCIDENCE_WORDS = 2
 # pages have it) are copies of one document: its releases, one page under two URLs.
 SAME_DOCUMENT = 0.5
 # Sample pages whose prose (lines of LONG_LINE words or more, weighted by their words) is this alike are
-# versions of one text (a page at several releases, the variants of one product): one document.
+# versions of one text (a page at several releases, the variants of one product): one document
+# (docs/decisions/sample-documents.md).
 SAME_TEXT = 0.3
 # A line on at least this share of a sample's documents, and on three (on every document of a sample
 # of two or three), is template.
 TEMPLATE_SHARE = 0.5
 # Most pages a sample grows to while it holds one document (a host's first pages all copies or versions
 # of one page), and most a learning step compares (documents() is quadratic in them).
+# docs/decisions/sample-documents.md
 MAX_SAMPLE_PAGES = 64
 # Hosts whose furniture is kept in memory, least recently used dropped first (and loaded again
 # from the index when the host comes back); hosts that still collect pages after an early warm-up.
