@@ -4,8 +4,9 @@ Scrapy hands the items a callback yields to up to ``CONCURRENT_ITEMS`` pipeline 
 they reach the pipeline in the same turn of the event loop (a listing page's 50 items: one turn).
 A short text's signature and sketch cost their numpy calls more than its characters, so the short
 texts submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
-:meth:`Layout.sketches`), and a page-length text alone: docs/decisions/signing-batches.md has the
-figures.
+:meth:`Layout.sketches`), and a page-length text alone, at once: its item does not wait for the
+turn's batch, a wait that keeps its response in Scrapy's scraper and costs the crawl a resumption
+of the item's whole coroutine chain. docs/decisions/signing-batches.md has the figures.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ T = TypeVar("T")
 #: to their lookups before the next batch is signed, so the index works on a turn's first items while
 #: the crawl signs the rest (docs/decisions/signing-batches.md).
 BATCH_CHARACTERS = 1 << 15
-#: A text at least this long is signed alone: a batch saves each text the same few numpy calls, little
-#: beside such a text's own work, and its item would wait for the whole batch.
+#: A text at least this long is signed alone and at once: a batch saves each text the same few numpy
+#: calls, little beside such a text's own work, and its item would wait for the turn.
 SIGNED_ALONE = 1 << 12
 
 
@@ -53,7 +54,11 @@ class Signer:
         self._waiting: list[tuple[str, asyncio.Future[Signed]]] = []
 
     async def sign(self, text: str) -> Signed:
-        """``text``'s signature, signed with the other texts submitted in this turn of the loop."""
+        """``text``'s signature: at once for a page-length text, signed alone in any case; a shorter
+        text's with the other short texts submitted in this turn of the loop."""
+        if len(text) >= SIGNED_ALONE:
+            [signed] = self._sign_batch([text])
+            return signed
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Signed] = loop.create_future()
         self._waiting.append((text, future))

@@ -50,17 +50,29 @@ async def test_a_batch_holds_a_bounded_number_of_characters() -> None:
     assert {one.words for one in signed} == {SIGNED_ALONE // 5 - 1}
 
 
-async def test_a_text_too_long_to_gain_from_a_batch_is_signed_alone() -> None:
-    """A batch saves each text the same few numpy calls, nothing on a page-length one, and its items
-    wait for all of it: such a text goes alone, after the turn's short texts, which go together."""
+async def test_a_text_too_long_to_gain_from_a_batch_is_signed_at_once() -> None:
+    """A batch saves each text the same few numpy calls, nothing on a page-length one: such a text is
+    signed alone, before its item lets the loop run, while the turn's short texts go together."""
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
     page = "word " * (SIGNED_ALONE // 5 + 1)
     assert 2 * len(page) < BATCH_CHARACTERS  # two would fit one batch
     texts = ["short one", page + "1", page + "2", "short two", "short three"]
     signed = await asyncio.gather(*map(signer.sign, texts))
-    assert fingerprinter.batches == [3, 1, 1]
+    assert fingerprinter.batches == [1, 1, 3]
     assert [one.words for one in signed] == [2, SIGNED_ALONE // 5 + 2, SIGNED_ALONE // 5 + 2, 2, 2]
+
+
+def test_a_page_length_text_is_signed_without_a_wait() -> None:
+    """Its item goes on to its lookup in the same step: no turn of the loop, no resumption of the
+    item's coroutines (run here without a loop, which a wait would need)."""
+    signing = Signer(Fingerprinter(), LAYOUT).sign("word " * (SIGNED_ALONE // 5 + 1))
+    try:
+        signing.send(None)
+    except StopIteration as done:
+        assert done.value.words == SIGNED_ALONE // 5 + 1
+    else:
+        raise AssertionError("the signer waited")
 
 
 def test_sign_all_gives_each_text_its_own_signature_in_order() -> None:
@@ -106,11 +118,12 @@ async def test_a_failed_batch_fails_its_own_items_only() -> None:
 
 
 async def test_the_loop_runs_between_the_batches_of_one_turn() -> None:
-    """A turn of long texts is signed a batch per loop callback: I/O and other items' work run between
-    batches instead of waiting for the whole turn (CONCURRENT_ITEMS texts of SIMHASH_MAX_CHARS: seconds)."""
+    """A turn of texts is signed a batch per loop callback: I/O and other items' work run between
+    batches instead of waiting for the whole turn (CONCURRENT_ITEMS texts: seconds)."""
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
-    long = "word " * (BATCH_CHARACTERS // 5)
+    text = "word " * (SIGNED_ALONE // 5 - 1)
+    per_batch = BATCH_CHARACTERS // len(text)
     seen_between: list[list[int]] = []
 
     def between() -> None:  # queued behind the signer's first callback
@@ -120,27 +133,28 @@ async def test_the_loop_runs_between_the_batches_of_one_turn() -> None:
         asyncio.get_running_loop().call_soon(between)  # the first item has queued the signer's callback
         return await signer.sign(text)
 
-    waiting = [asyncio.ensure_future(signer.sign(long + str(n))) for n in range(2)]
-    waiting.append(asyncio.ensure_future(queue_between_then_sign(long + "2")))
+    waiting = [asyncio.ensure_future(signer.sign(text + str(n))) for n in range(per_batch)]
+    waiting += [asyncio.ensure_future(queue_between_then_sign(text + str(per_batch)))]
     signed = await asyncio.gather(*waiting)
-    assert fingerprinter.batches == [1, 1, 1]
-    assert seen_between == [[1]]  # after the first batch, before the second
-    assert [one.words for one in signed] == [BATCH_CHARACTERS // 5 + 1] * 3  # the number is a word
+    assert fingerprinter.batches == [per_batch, 1]
+    assert seen_between == [[per_batch]]  # after the first batch, before the second
+    assert {one.words for one in signed} == {SIGNED_ALONE // 5}  # the number is a word
 
 
 async def test_an_item_cancelled_while_its_turn_is_signed_is_left_out() -> None:
     """A later batch of the turn skips items cancelled while an earlier batch was signed."""
     fingerprinter = CountingFingerprinter()
     signer = Signer(fingerprinter, LAYOUT)
-    long = "word " * (BATCH_CHARACTERS // 5)
+    text = "word " * (SIGNED_ALONE // 5 - 1)
+    per_batch = BATCH_CHARACTERS // len(text)
     waiting: list[asyncio.Future] = []
 
     async def queue_cancel_then_sign(text: str) -> object:
-        asyncio.get_running_loop().call_soon(waiting[2].cancel)  # runs after the first batch
+        asyncio.get_running_loop().call_soon(waiting[-1].cancel)  # runs after the first batch
         return await signer.sign(text)
 
-    waiting += [asyncio.ensure_future(signer.sign(long + str(n))) for n in range(2)]
-    waiting.append(asyncio.ensure_future(queue_cancel_then_sign(long + "2")))
+    waiting += [asyncio.ensure_future(signer.sign(text + str(n))) for n in range(per_batch + 1)]
+    waiting.append(asyncio.ensure_future(queue_cancel_then_sign(text + "last")))
     await asyncio.wait(waiting)
-    assert fingerprinter.batches == [1, 1] and waiting[2].cancelled()
-    assert [w.result().words for w in waiting[:2]] == [BATCH_CHARACTERS // 5 + 1] * 2
+    assert fingerprinter.batches == [per_batch, 1] and waiting[-1].cancelled()
+    assert {w.result().words for w in waiting[:-1]} == {SIGNED_ALONE // 5}
