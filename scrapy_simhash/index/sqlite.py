@@ -1,9 +1,13 @@
 """The embedded index: one SQLite file (stdlib sqlite3, WAL), persistent across crawls.
 
-Every statement runs on one dedicated thread so the reactor never blocks; each step that reads then
-writes is one ``BEGIN IMMEDIATE`` transaction (a savepoint of one), so processes sharing the file keep
-one canonical per group. The items' steps queued while the thread is busy run together in one
-transaction, one commit and one hop to the thread and back (docs/benchmarks.md "Crawl overhead").
+Each step that reads then writes is one ``BEGIN IMMEDIATE`` transaction (a savepoint of one), so
+processes sharing the file keep one canonical per group. An item's step runs at once, on the event
+loop, while the index's thread is idle and no other process holds the write lock: it is a fraction
+of a millisecond of SQLite's own work, and waiting for the thread's answer kept the item's response
+in Scrapy's scraper and cost the crawl more than the step (docs/decisions/steps-at-once.md). Every
+other call, and a step that would wait for the lock, runs on one dedicated thread so the reactor
+never waits for another process; the items' steps queued while the thread is busy run together in
+one transaction, one commit and one hop to the thread and back.
 """
 
 from __future__ import annotations
@@ -130,8 +134,8 @@ class SQLiteIndex(Index):
         options.pop("key_prefix", None)  # Redis only
         super().__init__(location=f"sqlite:///{path}", **options)
         self.path = path
-        # One thread owns the connection: sqlite3 objects stay on the thread that made them and
-        # statements never interleave, with no lock to get wrong.
+        # The connection is used by one thread at a time, with no lock to get wrong: the index's
+        # thread, or the loop's for a step at once while the thread is idle (``_draining`` None).
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simhash-sqlite")
         self._db: sqlite3.Connection | None = None
         self._closed = False
@@ -156,6 +160,10 @@ class SQLiteIndex(Index):
         """Calls queue while the thread is busy, and go to it together once it is free (or at the end of
         this turn of the loop): one hop each way for all of them, in the order they were made."""
         loop = asyncio.get_running_loop()
+        if together and self._draining is None and self._db is not None:
+            ran, result = self._at_once(fn, args)
+            if ran:
+                return result
         if not self._queued:
             self._made = time.monotonic()
         self._queued.append(_Call(fn, args, loop.create_future(), together))
@@ -163,6 +171,34 @@ class SQLiteIndex(Index):
             self._draining = loop
             loop.call_soon(self._drain, loop)
         return await self._queued[-1].future
+
+    def _at_once(self, fn: Callable[..., T], args: tuple) -> tuple[bool, T | None]:
+        """On the loop, the thread idle (nothing queued for it or running there): the step, and True;
+        or False with nothing done when another process holds the write lock (the step's transaction
+        rolled back whole), for the thread to wait for it."""
+        self._wait_for_lock(0.0)
+        try:
+            return True, fn(*args)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                return False, None
+            raise self._checked(exc) from None
+
+    def _outcome(self, call: _Call) -> tuple[bool, Any]:
+        """A call's result or error (:class:`IndexCorrupt` for a damaged file); another process's lock is
+        raised: the thread waits for it again, a step at once goes to the thread."""
+        try:
+            return True, call.fn(*call.args)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            return False, self._checked(exc)
+        except Exception as exc:
+            return False, exc
+
+    def _checked(self, exc: sqlite3.DatabaseError) -> Exception:
+        """What a database error raises: :class:`IndexCorrupt` for a damaged file, else the error."""
+        return IndexCorrupt(f"{self.location} is corrupt ({exc})") if _corrupt(exc) else exc
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """On the loop: hand the queued calls to the thread."""
@@ -212,12 +248,12 @@ class SQLiteIndex(Index):
         """Each step in a savepoint of one transaction: a step that fails leaves the others' writes;
         none stands unless the commit does."""
         if len(steps) == 1:
-            return [_outcome(steps[0])]
+            return [self._outcome(steps[0])]
         db = self._connection()
         db.execute("BEGIN IMMEDIATE")
         self._in_steps = True
         try:
-            outcomes = [_outcome(call) for call in steps]
+            outcomes = [self._outcome(call) for call in steps]
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -251,9 +287,10 @@ class SQLiteIndex(Index):
                 self._wait_for_lock(round(max(0.0, made + self.lock_wait - time.monotonic()), 1))
                 result = fn(*args)  # the failed attempt rolled back whole: nothing is done twice
         except sqlite3.DatabaseError as exc:
-            if _corrupt(exc):
-                raise IndexCorrupt(f"{self.location} is corrupt ({exc})") from None
-            raise
+            checked = self._checked(exc)
+            if checked is exc:
+                raise
+            raise checked from None
         if self._stalled_since is not None:
             logger.info("SQLite index %(location)s: the write lock came free after %(seconds).0f s",
                         {"location": self.location, "seconds": time.monotonic() - self._stalled_since})
@@ -391,7 +428,10 @@ class SQLiteIndex(Index):
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we issue BEGIN ourselves, so every transaction boundary is explicit.
-            db = self._db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+            # check_same_thread=False: a step at once runs on the loop's thread.
+            db = self._db = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+            )
             db.execute("SELECT COUNT(*) FROM sqlite_master")
         except (OSError, sqlite3.Error) as exc:
             self._disconnect()
@@ -751,15 +791,3 @@ class SQLiteIndex(Index):
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it: erased rows must not outlive the erase in the WAL."""
         self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def _outcome(call: _Call) -> tuple[bool, Any]:
-    """A call's result or error; another process's lock is raised: the thread waits for it again."""
-    try:
-        return True, call.fn(*call.args)
-    except sqlite3.OperationalError as exc:
-        if "locked" in str(exc):
-            raise
-        return False, exc
-    except Exception as exc:
-        return False, exc

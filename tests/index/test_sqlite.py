@@ -119,6 +119,8 @@ async def test_a_wait_for_another_processs_write_lock_is_logged_with_its_cause(t
 async def test_steps_queued_together_commit_once_and_one_that_fails_leaves_the_others(tmp_path):
     """An item's steps queued while the index's thread is busy run in one transaction: one commit for
     all. A step that fails is undone alone; the others' writes stand."""
+    import time
+
     from samples import hashes, record
 
     from scrapy_simhash.index import Candidate, GroupGone
@@ -129,13 +131,51 @@ async def test_steps_queued_together_commit_once_and_one_that_fails_leaves_the_o
     await index._run(index._db.set_trace_callback, statements.append)  # on the index's thread
     gone = Candidate(rid=999, group=999, canonical=999, fingerprint=0, equal=0, key=b"", canonical_key=b"")
     results = await asyncio.gather(
+        index._run(time.sleep, 0.1),  # the thread is busy: the steps queue behind
         *(index.check_and_add(record(f"page-{n}", hashes(n))) for n in range(10)),
         index.join(record("copy", hashes(0)), gone, banded=True),
         *(index.check_and_add(record(f"page-{n}", hashes(n))) for n in range(10, 20)),
         return_exceptions=True,
     )
+    results = results[1:]
     assert isinstance(results[10], GroupGone)
     assert all(lookup.added for lookup in results[:10] + results[11:])
     assert statements.count("COMMIT") == 1
     assert await index.count() == 20
+    await index.close()
+
+
+async def test_an_items_step_runs_at_once_while_the_thread_is_idle(tmp_path):
+    """No hop to the index's thread and back: the item goes on in the same step of the loop (its
+    coroutine finishes on its first send), and its response leaves Scrapy's scraper sooner."""
+    from samples import hashes, record
+
+    index = open_index(f"sqlite:///{tmp_path / 'index.db'}", layout=LAYOUT)
+    await index.open()
+    for n, expected in ((0, True), (0, False)):  # added, then found as its own copy
+        step = index.check_and_add(record(f"page-{n}", hashes(n)) if expected else record("copy", hashes(n)))
+        try:
+            step.send(None)
+        except StopIteration as done:
+            lookup = done.value
+        else:
+            raise AssertionError("the step waited for the thread")
+        assert bool(lookup.added) is expected and bool(lookup.candidates) is not expected
+    await index.close()
+
+
+async def test_a_step_finding_another_processs_write_lock_waits_for_it_on_the_thread(tmp_path):
+    """The loop never waits for a lock: the step's attempt at once is rolled back whole and the thread
+    runs it once the lock is free, once."""
+    from samples import hashes, record
+
+    path = tmp_path / "index.db"
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    await index.open()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    asyncio.get_running_loop().call_later(0.3, holder.execute, "ROLLBACK")
+    lookup = await index.check_and_add(record("page-0", hashes(0)))
+    assert lookup.added
+    assert await index.count() == 1
     await index.close()

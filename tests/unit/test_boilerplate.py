@@ -332,6 +332,7 @@ async def test_a_warmup_that_ended_short_is_learned_again_once_and_earlier_pages
         assert await early
         for n in (1, 2, 3):
             assert await feed(pipeline, item("a.example", n))
+        await until(lambda: simhash_stats(pipeline)["simhash/boilerplate/hosts_relearned"] == 1)  # learned, saved
         copy = {"url": "https://a.example/amp/story/0", "body_text": site_page(0, article(0, paragraphs=paragraphs))}
         assert not await feed(pipeline, copy)
         assert await feed(pipeline, item("a.example", 4))
