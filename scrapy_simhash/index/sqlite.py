@@ -178,11 +178,13 @@ class SQLiteIndex(Index):
         rolled back whole), for the thread to wait for it."""
         self._wait_for_lock(0.0)
         try:
-            return True, fn(*args)
+            result = fn(*args)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 return False, None
             raise self._checked(exc) from None
+        self._lock_free()
+        return True, result
 
     def _outcome(self, call: _Call) -> tuple[bool, Any]:
         """A call's result or error (:class:`IndexCorrupt` for a damaged file); another process's lock is
@@ -291,11 +293,15 @@ class SQLiteIndex(Index):
             if checked is exc:
                 raise
             raise checked from None
+        self._lock_free()
+        return result
+
+    def _lock_free(self) -> None:
+        """A call got through: the end of a logged wait for another process's lock is said."""
         if self._stalled_since is not None:
             logger.info("SQLite index %(location)s: the write lock came free after %(seconds).0f s",
                         {"location": self.location, "seconds": time.monotonic() - self._stalled_since})
             self._stalled_since = None
-        return result
 
     def _wait_for_lock(self, seconds: float) -> None:
         """The connection's busy timeout (or the next connection's): a PRAGMA costs ~5 us, most calls keep it."""

@@ -179,3 +179,28 @@ async def test_a_step_finding_another_processs_write_lock_waits_for_it_on_the_th
     assert lookup.added
     assert await index.count() == 1
     await index.close()
+
+
+async def test_the_locks_end_is_said_when_the_next_step_runs_at_once(tmp_path, monkeypatch, caplog):
+    """A wait for another process's lock was logged and its calls failed; the lock's end is said by
+    whichever call next gets through, a step run at once on the loop included."""
+    import logging
+
+    import scrapy_simhash.index.sqlite
+    from samples import hashes, record
+
+    monkeypatch.setattr(scrapy_simhash.index.sqlite, "STALL_NOTICE", 0.1)
+    path = tmp_path / "index.db"
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    await index.open()
+    index.lock_wait = 0.5
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await index.check_and_add(record("page-0", hashes(0)))
+        holder.execute("ROLLBACK")
+        assert (await index.check_and_add(record("page-1", hashes(1)))).added
+    said = [r.getMessage() for r in caplog.records if r.name == "scrapy_simhash.index.sqlite"]
+    assert len(said) == 2 and "write lock" in said[0] and "came free" in said[1], said
+    await index.close()
