@@ -120,7 +120,7 @@ class _Call(NamedTuple):
 
     fn: Callable[..., Any]
     args: tuple
-    future: asyncio.Future[Any]
+    future: asyncio.Future[Any] | None  # None: a step run at once, awaited by no one
     together: bool
 
 
@@ -158,12 +158,16 @@ class SQLiteIndex(Index):
 
     async def _queue(self, fn: Callable[..., T], args: tuple, together: bool) -> T:
         """Calls queue while the thread is busy, and go to it together once it is free (or at the end of
-        this turn of the loop): one hop each way for all of them, in the order they were made."""
+        this turn of the loop): one hop each way for all of them, in the order they were made. An
+        item's step made while the thread is idle runs at once."""
         loop = asyncio.get_running_loop()
         if together and self._draining is None and self._db is not None:
-            ran, result = self._at_once(fn, args)
-            if ran:
-                return result
+            outcomes = self._at_once([_Call(fn, args, None, together)])
+            if outcomes is not None:
+                [(ok, value)] = outcomes
+                if ok:
+                    return value
+                raise value
         if not self._queued:
             self._made = time.monotonic()
         self._queued.append(_Call(fn, args, loop.create_future(), together))
@@ -172,19 +176,19 @@ class SQLiteIndex(Index):
             loop.call_soon(self._drain, loop)
         return await self._queued[-1].future
 
-    def _at_once(self, fn: Callable[..., T], args: tuple) -> tuple[bool, T | None]:
-        """On the loop, the thread idle (nothing queued for it or running there): the step, and True;
-        or False with nothing done when another process holds the write lock (the step's transaction
-        rolled back whole), for the thread to wait for it."""
+    def _at_once(self, steps: list[_Call]) -> list[tuple[bool, Any]] | None:
+        """On the loop, the thread idle (nothing queued for it or running there): the steps' outcomes,
+        run now in one transaction; None, with nothing done, when another process holds the write lock
+        (the transaction rolled back whole), for the thread to wait for it."""
         self._wait_for_lock(0.0)
         try:
-            result = fn(*args)
+            outcomes = self._together(steps)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                return False, None
+                return None
             raise self._checked(exc) from None
         self._lock_free()
-        return True, result
+        return outcomes
 
     def _outcome(self, call: _Call) -> tuple[bool, Any]:
         """A call's result or error (:class:`IndexCorrupt` for a damaged file); another process's lock is
@@ -203,25 +207,39 @@ class SQLiteIndex(Index):
         return IndexCorrupt(f"{self.location} is corrupt ({exc})") if _corrupt(exc) else exc
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On the loop: hand the queued calls to the thread."""
+        """On the loop: the queued calls go to the thread; steps alone, queued while it was busy, run
+        at once instead, so that the thread's answer ends the items' waits (docs/decisions/steps-at-once.md)."""
         calls, self._queued = self._queued, []
         if not calls:
             self._draining = None
             return
+        if self._db is not None and all(call.together for call in calls):
+            try:
+                outcomes = self._at_once(calls)
+            except Exception as exc:  # the transaction itself failed (a corrupt file): each step takes the error
+                outcomes = [(False, exc)] * len(calls)
+            if outcomes is not None:
+                self._draining = None
+                self._settle(calls, outcomes)
+                return
         try:
             self._executor.submit(self._run_calls, loop, self._made, calls)
         except RuntimeError as exc:  # the index is closed
             self._answer(loop, calls, [(False, exc)] * len(calls))
 
     def _answer(self, loop: asyncio.AbstractEventLoop, calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
-        """On the loop: each call's result or exception; then the calls queued meanwhile go to the thread."""
+        """On the loop: each call's result or exception; then the calls queued meanwhile are drained."""
+        self._settle(calls, outcomes)
+        self._drain(loop)
+
+    @staticmethod
+    def _settle(calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
         for call, (ok, value) in zip(calls, outcomes, strict=True):
-            if not call.future.done():  # not cancelled
+            if call.future is not None and not call.future.done():  # not cancelled
                 if ok:
                     call.future.set_result(value)
                 else:
                     call.future.set_exception(value)
-        self._drain(loop)
 
     def _run_calls(self, loop: asyncio.AbstractEventLoop, made: float, calls: list[_Call]) -> None:
         """On the thread: the calls in order, each run of steps in one transaction; the answers go back

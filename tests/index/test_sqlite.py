@@ -204,3 +204,33 @@ async def test_the_locks_end_is_said_when_the_next_step_runs_at_once(tmp_path, m
     said = [r.getMessage() for r in caplog.records if r.name == "scrapy_simhash.index.sqlite"]
     assert len(said) == 2 and "write lock" in said[0] and "came free" in said[1], said
     await index.close()
+
+
+async def test_steps_queued_while_the_thread_was_busy_run_on_the_loop_once_it_answers(tmp_path):
+    """Under load the thread is rarely idle when a step is made: the steps queued behind its call run
+    together on the loop as soon as it answers, in one transaction, instead of another hop."""
+    import threading
+
+    from samples import hashes, record
+
+    index = open_index(f"sqlite:///{tmp_path / 'index.db'}", layout=LAYOUT)
+    await index.open()
+    commits: list[int] = []
+
+    def trace(statement: str) -> None:
+        if statement == "COMMIT":
+            commits.append(threading.get_ident())
+
+    await index._run(index._db.set_trace_callback, trace)
+    release = threading.Event()
+    busy = asyncio.ensure_future(index._run(release.wait))
+    for _ in range(2):
+        await asyncio.sleep(0)  # the call is on the thread, which waits for the event
+    steps = [asyncio.ensure_future(index.check_and_add(record(f"page-{n}", hashes(n)))) for n in range(5)]
+    for _ in range(2):
+        await asyncio.sleep(0)  # the steps queue behind it
+    release.set()
+    await busy
+    assert all(lookup.added for lookup in await asyncio.gather(*steps))
+    assert commits == [threading.get_ident()]  # one transaction, on the loop's thread
+    await index.close()
