@@ -97,6 +97,11 @@ _CANDIDATE = (
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
+def _locked(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says another connection holds the write lock ("database is locked")."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
 def _corrupt(exc: sqlite3.DatabaseError) -> bool:
     """Whether ``exc`` says the file is damaged (by its result code, or its words before Python 3.11)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -184,7 +189,7 @@ class SQLiteIndex(Index):
         try:
             outcomes = self._together(steps)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            if _locked(exc):
                 return None
             raise self._checked(exc) from None
         self._lock_free()
@@ -196,7 +201,7 @@ class SQLiteIndex(Index):
         try:
             return True, call.fn(*call.args)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            if _locked(exc):
                 raise
             return False, self._checked(exc)
         except Exception as exc:
@@ -301,7 +306,7 @@ class SQLiteIndex(Index):
             try:
                 result = fn(*args)
             except sqlite3.OperationalError as exc:
-                if first >= left or "locked" not in str(exc):
+                if first >= left or not _locked(exc):
                     raise
                 self._stalled(made, left - first)
                 self._wait_for_lock(round(max(0.0, made + self.lock_wait - time.monotonic()), 1))
