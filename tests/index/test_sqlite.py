@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 
 import pytest
+from pipeline_harness import until
 from samples import LAYOUT
 
 from scrapy_simhash.index import open_index
@@ -174,8 +175,10 @@ async def test_a_step_finding_another_processs_write_lock_waits_for_it_on_the_th
     await index.open()
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    asyncio.get_running_loop().call_later(0.3, holder.execute, "ROLLBACK")
-    lookup = await index.check_and_add(record("page-0", hashes(0)))
+    step = asyncio.ensure_future(index.check_and_add(record("page-0", hashes(0))))
+    await until(lambda: index._draining is not None)  # its attempt at once found the lock: on to the thread
+    holder.execute("ROLLBACK")
+    lookup = await step
     assert lookup.added
     assert await index.count() == 1
     await index.close()
@@ -222,13 +225,16 @@ async def test_steps_queued_while_the_thread_was_busy_run_on_the_loop_once_it_an
             commits.append(threading.get_ident())
 
     await index._run(index._db.set_trace_callback, trace)
-    release = threading.Event()
-    busy = asyncio.ensure_future(index._run(release.wait))
-    for _ in range(2):
-        await asyncio.sleep(0)  # the call is on the thread, which waits for the event
+    on_thread, release = threading.Event(), threading.Event()
+
+    def busy_thread() -> None:
+        on_thread.set()
+        release.wait()
+
+    busy = asyncio.ensure_future(index._run(busy_thread))
+    await until(on_thread.is_set)
     steps = [asyncio.ensure_future(index.check_and_add(record(f"page-{n}", hashes(n)))) for n in range(5)]
-    for _ in range(2):
-        await asyncio.sleep(0)  # the steps queue behind it
+    await until(lambda: len(index._queued) == len(steps))  # the steps queue behind the thread's call
     release.set()
     await busy
     assert all(lookup.added for lookup in await asyncio.gather(*steps))
