@@ -809,8 +809,9 @@ redis.register_function(NAME, function(_, args)
     if not names then
         -- page data keys carry no hash tag: on a cluster they spread
         names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {},
-                 depth = 1, ends = {0, 0, 0, 0, 0}, reads = 0, deep = {}, deep_count = 0}
+                 depth = 1, ends = {}, reads = 0, deep = {}, deep_count = 0}
         for b = 1, BANDS do names[6][b] = P .. ':b:' .. char(b - 1) end
+        for l = 1, LEVELS do names.ends[l] = 0 end
         NAMES[P] = names
     end
     SEQ, COUNT, EXPIRY, CLOSING, DATA, BAND_HASHES = names[1], names[2], names[3], names[4], names[5], names[6]
