@@ -198,10 +198,10 @@ def hand_out_presigned(pipeline: SimhashPipeline, items: Iterable[dict]) -> None
 async def run_pipeline(
     redis_url: str, items: Iterable[dict], log_dir: Path, concurrency: int, merge_log: str = "file",
     admin: redis.Redis | None = None, presigned: Iterable[dict] | None = None,
-) -> tuple[int, float, float, dict, str, list[tuple[float, float, float, float]]]:
+) -> tuple[int, float, float, dict, str, list[tuple[float, float, float, float, float]]]:
     """(items, items/s, this process's CPU seconds, simhash/* stats, the rule, and for each chunk of
-    1,000: items/s, this process's and redis-server's CPU seconds an item, candidates verified an
-    item), ``concurrency`` items in flight as in a crawl.
+    1,000: items/s, this process's and redis-server's CPU seconds an item, candidates verified and
+    candidates rejected an item), ``concurrency`` items in flight as in a crawl.
 
     Items are built a chunk at a time outside the timed part (wall and CPU time); redis-server's CPU
     is read from ``admin`` between chunks. With ``presigned`` (the same items), their texts are
@@ -215,7 +215,8 @@ async def run_pipeline(
     items = iter(items)
     while chunk := list(islice(items, 1000)):
         server_start = server_cpu(admin) if admin else 0.0
-        checked = pipeline.crawler.stats.get_value("simhash/candidates_checked", 0)
+        stats = pipeline.crawler.stats
+        checked, rejected = (stats.get_value(f"simhash/candidates_{what}", 0) for what in ("checked", "rejected"))
         start, cpu_start = time.perf_counter(), time.process_time()
         pending: set[asyncio.Future] = set()
         for item in chunk:
@@ -225,8 +226,10 @@ async def run_pipeline(
         await asyncio.gather(*pending)
         seconds, used = time.perf_counter() - start, time.process_time() - cpu_start
         server_used = server_cpu(admin) - server_start if admin else 0.0
-        checked = pipeline.crawler.stats.get_value("simhash/candidates_checked", 0) - checked
-        curve.append((len(chunk) / seconds, used / len(chunk), server_used / len(chunk), checked / len(chunk)))
+        checked = stats.get_value("simhash/candidates_checked", 0) - checked
+        rejected = stats.get_value("simhash/candidates_rejected", 0) - rejected
+        curve.append((len(chunk) / seconds, used / len(chunk), server_used / len(chunk), checked / len(chunk),
+                      rejected / len(chunk)))
         elapsed += seconds
         cpu += used
         count += len(chunk)
@@ -460,6 +463,9 @@ def main() -> None:
                                 (3, "candidates verified an item", 1)):
         means = (scale * sum(chunk[column] for chunk in part) / len(part) for part in tenths)
         print(f"    {what}: " + " ".join(f"{mean:.{0 if scale > 1 else 2}f}" for mean in means))
+    # Rejected: verified by Jaccard and under the threshold; the share says how sharp the sketch filter is.
+    shares = (sum(chunk[4] for chunk in part) / max(sum(chunk[3] for chunk in part), 1e-9) for part in tenths)
+    print("    candidates rejected, % of those verified: " + " ".join(f"{100 * share:.0f}" for share in shares))
     print(f"  stats: {json.dumps(stats, sort_keys=True, default=str)}")
     print(f"\nthroughput ratio: {rate / base_mean:.1f}x the baseline's items/s (target >= 20x)")
     if stats.get("simhash/unchecked"):
