@@ -561,7 +561,8 @@ def _check_width(width: int) -> None:
 
 # lanes[k, i] = hash i >> k & _LANE_BITS: bits k, k + 8, ..., k + 56 of the hash, one per byte.
 _LANE_SHIFTS = np.arange(8, dtype=np.uint64)[:, None]
-_LANE_BITS = np.array(0x0101010101010101, dtype=np.uint64)
+_ONE_A_BYTE = 0x0101010101010101
+_LANE_BITS = np.array(_ONE_A_BYTE, dtype=np.uint64)
 # Bit value of the vote of byte j of lane k (bit 8j + k), in the order of counts.reshape(8, 8).ravel().
 _LANE_BIT_VALUES = np.array([1 << (8 * j + k) for k in range(8) for j in range(8)], dtype=np.uint64)
 
@@ -571,7 +572,9 @@ def _vote(hashes: np.ndarray) -> int:
 
     Eight shifted copies of the hashes, masked to one bit per byte, add up 8 bits of every hash per
     byte without a carry while at most 255 are added (longer inputs in blocks of 255): lane k's
-    byte j counts bit 8j + k.
+    byte j counts bit 8j + k. Up to 255, a lane's eight counts are compared in one int addition (four
+    numpy calls less than comparing the bytes): a count c <= n is above n // 2 exactly where
+    c + 127 - n // 2, at most 255, sets bit 7 of its byte.
     """
     n = len(hashes)
     if n == 0:
@@ -579,10 +582,13 @@ def _vote(hashes: np.ndarray) -> int:
     lanes = hashes >> _LANE_SHIFTS
     lanes &= _LANE_BITS
     if n <= 255:
-        counts = np.add.reduce(lanes, axis=1).astype("<u8", copy=False).view(np.uint8)
-    else:
-        blocks = np.add.reduceat(lanes, np.arange(0, n, 255), axis=1).astype("<u8", copy=False)
-        counts = blocks.view(np.uint8).reshape(8, -1, 8).sum(axis=1).ravel()
+        bias = (127 - n // 2) * _ONE_A_BYTE
+        vote = 0
+        for lane, counts in enumerate(np.add.reduce(lanes, axis=1).tolist()):
+            vote |= ((counts + bias) >> 7 & _ONE_A_BYTE) << lane
+        return vote
+    blocks = np.add.reduceat(lanes, np.arange(0, n, 255), axis=1).astype("<u8", copy=False)
+    counts = blocks.view(np.uint8).reshape(8, -1, 8).sum(axis=1).ravel()
     return int((counts > n // 2) @ _LANE_BIT_VALUES)
 
 
