@@ -174,7 +174,9 @@ def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int
     # The corpus is rst, hard-wrapped: a line every 11 words. As html-text gives a page, a paragraph is a line.
     web = ["\n\n".join(filter(None, map(rendered, re.split(r"\n\s*\n", text)))) for text in pages]
     web_short = rng.sample(pieces(web, 1_000), count)
-    for label, sample in (("~1,000 characters", short), ("~4,000 characters", medium), ("whole pages", pages),
+    words = [" ".join(text.split()[:5]) for text in short]  # a title, a listing's one line
+    for label, sample in (("5 words", words), ("~1,000 characters", short), ("~4,000 characters", medium),
+                          ("whole pages", pages),
                           ("~1,000 characters, a line a paragraph", web_short),
                           ("whole pages, a line a paragraph", web)):
         against_other(f"{label}, signature()", ours.signature, theirs.signature, sample, rounds)
