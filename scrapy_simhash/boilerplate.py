@@ -276,18 +276,25 @@ class Furniture:
     def remove(self, page: PageLines) -> str | None:
         """The page's text without its furniture; None when every word of the page would go: a page
         is never all furniture, the learner took its content for some."""
+        parts = self.split(page)
+        return None if parts is None else parts[0]
+
+    def split(self, page: PageLines) -> tuple[str, str] | None:
+        """The page's text without its furniture, and the furniture lines taken out, joined ("" when
+        none; the page's whole-text difference shingles them); None as for :meth:`remove`."""
         if not len(self.lines) and not self.slots:
-            return "\n".join(page.lines)
+            return "\n".join(page.lines), ""
         worded, furniture = self.mask(page)
         if not any(furniture):
-            return "\n".join(page.lines)
+            return "\n".join(page.lines), ""
         if all(furniture):
-            return None if worded else "\n".join(page.lines)
+            return None if worded else ("\n".join(page.lines), "")
         keep = [True] * len(page.lines)
         for i, marked in zip(worded, furniture):
             if marked:
                 keep[i] = False
-        return "\n".join(compress(page.lines, keep))
+        removed = [not kept for kept in keep]
+        return "\n".join(compress(page.lines, keep)), "\n".join(compress(page.lines, removed))
 
 
 _NONE = np.empty(0, np.uint64)
@@ -515,6 +522,7 @@ class Stripped(NamedTuple):
 
     text: str
     version: int
+    removed: str = ""  # the lines taken out, joined
 
 
 @dataclass
@@ -617,15 +625,16 @@ class BoilerplateLearner:
             self._finish(host, reason, out_of_pages)
 
     def _strip(self, state: _Host, page: PageLines) -> Stripped:
-        text = state.furniture.remove(page)
-        if text is None:  # judged on its whole text, as without the learner
+        parts = state.furniture.split(page)
+        if parts is None:  # judged on its whole text, as without the learner
             self._inc("simhash/boilerplate/pages_kept_whole")
             return Stripped("\n".join(page.lines), 0)
         self._inc("simhash/boilerplate/pages_stripped")
-        removed = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
-        if removed:
-            self._inc("simhash/boilerplate/chars_removed", removed)
-        return Stripped(text, state.version)
+        text, removed = parts
+        chars = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
+        if chars:
+            self._inc("simhash/boilerplate/chars_removed", chars)
+        return Stripped(text, state.version, removed)
 
     async def _state(self, host: str) -> _Host | None:
         """The host's furniture when known (loading it from the store first if needed); None during a warm-up."""

@@ -267,7 +267,7 @@ class SimhashPipeline:
             hashes=signed.signature.hashes,
             host=page.host,
             retention=page.retention,
-            whole=self._whole_text(page.text, stripped.text, signed.signature.hashes),
+            whole=self._whole_text(page.text, stripped, signed.signature.hashes),
         )
         record.keep_sketch(self.layout, signed.sketch)
         assert self.index is not None
@@ -298,12 +298,12 @@ class SimhashPipeline:
             return None
         return await self._merged(page, record, stripped.text, rule, placement)
 
-    def _whole_text(self, text: str, stripped: str, hashes: np.ndarray) -> WholeText:
+    def _whole_text(self, text: str, stripped: Stripped, hashes: np.ndarray) -> WholeText:
         """How the page's whole-text verification hashes differ from ``hashes``, its stripped text's:
         same-host pairs are judged on their whole texts (judge.py)."""
-        if len(stripped) == len(text):  # nothing removed: stripping only ever takes lines away
+        if len(stripped.text) == len(text):  # nothing removed: stripping only ever takes lines away
             return SAME_TEXT
-        return whole_text(self.signer.fingerprinter, text, stripped, hashes)
+        return whole_text(self.signer.fingerprinter, text, stripped.text, hashes, stripped.removed)
 
     def _count(self, page: Page, placement: Placement) -> None:
         self._inc("simhash/candidates_checked", len(placement.rejected) + (placement.match is not None))

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 import logging
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -80,6 +81,16 @@ def test_copies_of_one_document_in_the_sample_count_once() -> None:
     furniture = learn([page_lines(t) for t in texts])
     assert furniture.documents == 2
     assert stripped_lines(furniture, texts[0]) == article(0)
+
+
+def test_the_lines_taken_out_are_what_stripping_leaves_out() -> None:
+    texts = [site_page(n, article(n)) for n in range(3)]
+    furniture = learn([page_lines(t) for t in texts])
+    stripped, removed = furniture.split(page_lines(texts[0]))
+    assert stripped == furniture.remove(page_lines(texts[0]))
+    taken_out = Counter(texts[0].split("\n")) - Counter(stripped.split("\n"))
+    assert sorted(removed.split("\n")) == sorted(taken_out.elements())
+    assert "Related stories" in removed.split("\n")
 
 
 def test_three_urls_of_one_page_teach_nothing() -> None:

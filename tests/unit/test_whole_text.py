@@ -49,6 +49,18 @@ def test_the_difference_turns_the_stripped_hashes_into_the_whole_texts(text: str
     assert not len(difference.lost)  # shingles stop at line ends: none crosses a removed line
 
 
+@pytest.mark.parametrize("removed", [{0}, {0, 1, 5, 6}, {3, 7, 8}, {0, 9, 10, 11}])
+def test_the_lines_taken_out_given_in_any_order_make_the_same_difference(removed: set[int]) -> None:
+    """The learner knows the lines it took out ("Menu" twice, once kept): they are not looked for."""
+    stripped = _removing(PAGE, removed)
+    hashes = _hashes(stripped)
+    lines = PAGE.split("\n")
+    given = "\n".join(lines[at] for at in sorted(removed, reverse=True))
+    found = whole_text(FINGERPRINTER, PAGE, stripped, hashes)
+    told = whole_text(FINGERPRINTER, PAGE, stripped, hashes, given)
+    assert all(np.array_equal(a, b) for a, b in zip(told, found, strict=True)) and len(found.gained)
+
+
 def test_removed_lines_that_the_stripped_text_also_holds_add_nothing() -> None:
     text = "Menu\nA first paragraph of the article.\nMenu\nA second paragraph here."
     stripped = "A first paragraph of the article.\nMenu\nA second paragraph here."
