@@ -522,7 +522,7 @@ class Stripped(NamedTuple):
 
     text: str
     version: int
-    removed: str = ""  # the lines taken out, joined
+    removed: str | None = None  # the lines taken out, joined; None: not known (whole_text looks for them)
 
 
 @dataclass
