@@ -110,8 +110,8 @@ end
 -- field ('' for none): a lookup that finds nothing inserts into the very fields it has just read.
 local FIELDS
 
-local function hget(key, field)
-    local id = key .. '\0' .. field
+local function hget(key, field, id)
+    id = id or key .. '\0' .. field
     local value = FIELDS[id]
     if value == nil then
         value = redis.call('HGET', key, field) or ''
@@ -173,9 +173,20 @@ local REST = ROWS - 2
 local ENTRY = REST + 5
 local SPLIT, LEVELS = '\0', 5   -- one byte: never a list of entries
 
+-- The hash and field names are kept as made (``BAND_HASHES``, ``CHARS``): Redis' Lua hashes every
+-- string it makes, and a lookup names 2 of them a band.
+local CHARS = {}
+
 local function bucket(sketch, b)
     local at = (b - 1) * ROWS + 1
-    return BAND_HASHES[b] .. sub(sketch, at, at), sub(sketch, at + 1, at + 1), sub(sketch, at + 2, at + ROWS - 1)
+    local first, second = byte(sketch, at, at + 1)
+    local hashes = BAND_HASHES[b]
+    local key = hashes[first]
+    if not key then
+        key = hashes.name .. CHARS[first]
+        hashes[first] = key
+    end
+    return key, CHARS[second], sub(sketch, at + 2, at + ROWS - 1)
 end
 
 -- The two bits of the key's remaining bytes ``rest`` that a split at ``level`` parts a list by: its
@@ -224,7 +235,7 @@ local function bucket_field(key, field, rest)
     while level < start do
         name, level = name .. split_bits(rest, level), level + 1
     end
-    local value = hget(key, name)
+    local value = hget(key, name, level == 1 and id or nil)
     if value == '' then
         for up = level - 1, 1, -1 do
             local above = hget(key, sub(name, 1, up))
@@ -812,6 +823,7 @@ redis.register_function(NAME, function(_, args)
     if not byte then
         byte, char, sub, rep = string.byte, string.char, string.sub, string.rep
         floor, pack, unpack = math.floor, struct.pack, struct.unpack
+        for i = 0, 255 do CHARS[i] = char(i) end
     end
     ARGV, P = args, args[1]
     local names = NAMES[P]
@@ -819,7 +831,7 @@ redis.register_function(NAME, function(_, args)
         -- page data keys carry no hash tag: on a cluster they spread
         names = {P .. ':n', P .. ':c', P .. ':e', P .. ':closing', string.gsub(P, '[{}]', '') .. ':d:', {},
                  depth = 1, ends = {}, reads = 0, deep = {}, deep_count = 0}
-        for b = 1, BANDS do names[6][b] = P .. ':b:' .. char(b - 1) end
+        for b = 1, BANDS do names[6][b] = {name = P .. ':b:' .. char(b - 1)} end
         for l = 1, LEVELS do names.ends[l] = 0 end
         NAMES[P] = names
     end
