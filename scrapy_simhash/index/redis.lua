@@ -81,9 +81,20 @@ local function clear_slot(kind, size, n)
     if not string.find(all, '[^%z]') then redis.call('DEL', key) end
 end
 
+-- A record's handles and sketch are cut from its slot when first used: most records parsed are
+-- candidates and group heads, which only need the rest, and every string made costs its hashing.
+local LATER = {idh = {27, 34}, urlh = {35, 42}, sketch = {43, 42 + K}}
+local PARSED = {__index = function(r, name)
+    local at = LATER[name]
+    if not at then return nil end
+    local value = sub(r.slot, at[1], at[2])
+    r[name] = value
+    return value
+end}
+
 local function parse_record(rid, s)
-    return {rid = rid, flags = byte(s, 1), gid = n5(s, 2), fp = sub(s, 7, 14), wid = sub(s, 15, 22),
-            session = sub(s, 23, 26), idh = sub(s, 27, 34), urlh = sub(s, 35, 42), sketch = sub(s, 43, 42 + K)}
+    return setmetatable({rid = rid, flags = byte(s, 1), gid = n5(s, 2), fp = sub(s, 7, 14), wid = sub(s, 15, 22),
+                         session = sub(s, 23, 26), slot = s}, PARSED)
 end
 
 local function record(rid)
