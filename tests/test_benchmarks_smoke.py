@@ -38,6 +38,8 @@ TINY: dict[str, list[str]] = {
     "multisite.py": ["--small", "--orders", "by-site", "--corpus", str(SHIPPED)],
     "pipeline.py": ["--corpus", "{corpus}", "--items", "300", "--baseline-items", "20", "--sample", "20"],
     "review_pages.py": ["--pairs", "5", "--words", "200", "--rounds", "1"],
+    "server_replay.py": ["record", "{tmp}/calls.pkl", "--corpus", "{corpus}", "--items", "100", "--baseline-items",
+                         "10", "--sample", "0"],
 }
 #: Scripts run at once: most of a tiny run is waiting (process start-up, a crawl's lease).
 PARALLEL = 4
