@@ -105,9 +105,10 @@ def replay(calls_file: Path, base: Path, new: Path, count: int, repeat: int) -> 
         order = [base, new] if round_ % 2 == 0 else [new, base]
         counts = {lua: instructions(lua, calls) for lua in order}
         ratios.append(counts[new] / counts[base])
-        print(f"round {round_ + 1}: {base.name} {counts[base] / lookups:,.0f}, {new.name} {counts[new] / lookups:,.0f}"
-              f" instructions a lookup ({lookups} lookups); ratio {ratios[-1]:.3f}", flush=True)
-    print(f"{new.name} / {base.name}: median {statistics.median(ratios):.3f} ({', '.join(f'{r:.3f}' for r in ratios)})")
+        print(f"round {round_ + 1}: base {counts[base] / lookups:,.0f}, new {counts[new] / lookups:,.0f} instructions"
+              f" a lookup ({lookups} lookups); ratio {ratios[-1]:.3f}", flush=True)
+    print(f"new ({new}) / base ({base}): median {statistics.median(ratios):.3f}"
+          f" ({', '.join(f'{r:.3f}' for r in ratios)})")
 
 
 def main() -> None:
