@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import Fingerprinter, segment_hashes, verification_hashes
+from scrapy_simhash.fingerprint import (
+    Fingerprinter,
+    LineShingles,
+    Shingling,
+    segment_hashes,
+    shingled_by_line,
+    verification_hashes,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -276,25 +283,23 @@ class Furniture:
     def remove(self, page: PageLines) -> str | None:
         """The page's text without its furniture; None when every word of the page would go: a page
         is never all furniture, the learner took its content for some."""
-        parts = self.split(page)
-        return None if parts is None else parts[0]
+        keep = self.kept(page)
+        return None if keep is None else "\n".join(compress(page.lines, keep))
 
-    def split(self, page: PageLines) -> tuple[str, str] | None:
-        """The page's text without its furniture, and the furniture lines taken out, joined ("" when
-        none; the page's whole-text difference shingles them); None as for :meth:`remove`."""
+    def kept(self, page: PageLines) -> list[bool] | None:
+        """Which of the page's lines stay once its furniture is out; None as for :meth:`remove`."""
+        every = [True] * len(page.lines)
         if not len(self.lines) and not self.slots:
-            return "\n".join(page.lines), ""
+            return every
         worded, furniture = self.mask(page)
         if not any(furniture):
-            return "\n".join(page.lines), ""
+            return every
         if all(furniture):
-            return None if worded else ("\n".join(page.lines), "")
-        keep = [True] * len(page.lines)
+            return None if worded else every
         for i, marked in zip(worded, furniture):
             if marked:
-                keep[i] = False
-        removed = [not kept for kept in keep]
-        return "\n".join(compress(page.lines, keep)), "\n".join(compress(page.lines, removed))
+                every[i] = False
+        return every
 
 
 _NONE = np.empty(0, np.uint64)
@@ -518,11 +523,16 @@ class BoilerplateStore(Protocol):
 
 
 class Stripped(NamedTuple):
-    """A page's text without its host's furniture, and the version of the furniture that was removed (0: none)."""
+    """A page's text without its host's furniture, and the version of the furniture that was removed (0: none).
+
+    Where the page is :func:`shingled_by_line`, the learner's tokenisation of it also gives the
+    stripped text's shingling (its kept lines') and the shingle hashes of the lines taken out: the text
+    is not tokenised again to be signed, nor those lines for the whole-text difference."""
 
     text: str
     version: int
-    removed: str | None = None  # the lines taken out, joined; None: not known (whole_text looks for them)
+    removed: np.ndarray | None = None  # shingle hashes of the lines taken out; None: not known
+    shingling: Shingling | None = None  # the stripped text's; None: not known
 
 
 @dataclass
@@ -591,7 +601,8 @@ class BoilerplateLearner:
 
     async def strip(self, host: str, text: str) -> Stripped:
         """``text`` without the furniture of ``host``; during the host's warm-up, waits for it."""
-        page = page_lines(text)
+        shingled = self.fingerprinter.line_shingles(text) if shingled_by_line(text) else None
+        page = page_lines(text) if shingled is None else PageLines(text.split("\n"), shingled.hashes, shingled.counts)
         state = await self._state(host)
         if state is None:
             warmup = self._warmups.get(host)
@@ -611,7 +622,7 @@ class BoilerplateLearner:
         elif state.sample is not None:
             self._collect(host, state, page)
             state = self._hosts.get(host, state)
-        return self._strip(state, page)
+        return self._strip(state, page, shingled)
 
     async def furniture(self, host: str) -> np.ndarray:
         """The host's furniture as sorted distinct uint32 verification hashes (empty when it has none)."""
@@ -624,17 +635,22 @@ class BoilerplateLearner:
         for host in list(self._warmups):
             self._finish(host, reason, out_of_pages)
 
-    def _strip(self, state: _Host, page: PageLines) -> Stripped:
-        parts = state.furniture.split(page)
-        if parts is None:  # judged on its whole text, as without the learner
+    def _strip(self, state: _Host, page: PageLines, shingled: LineShingles | None) -> Stripped:
+        keep = state.furniture.kept(page)
+        if keep is None:  # judged on its whole text, as without the learner
             self._inc("simhash/boilerplate/pages_kept_whole")
-            return Stripped("\n".join(page.lines), 0)
-        self._inc("simhash/boilerplate/pages_stripped")
-        text, removed = parts
+            keep, version = [True] * len(page.lines), 0
+        else:
+            self._inc("simhash/boilerplate/pages_stripped")
+            version = state.version
+        text = "\n".join(compress(page.lines, keep))
         chars = sum(map(len, page.lines)) + len(page.lines) - 1 - len(text)
         if chars:
             self._inc("simhash/boilerplate/chars_removed", chars)
-        return Stripped(text, state.version, removed)
+        if shingled is None:
+            return Stripped(text, version)
+        shingling, removed = shingled.kept(np.array(keep))
+        return Stripped(text, version, removed, shingling)
 
     async def _state(self, host: str) -> _Host | None:
         """The host's furniture when known (loading it from the store first if needed); None during a warm-up."""

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_IGNORABLE_RANGES",
     "FINGERPRINT_VERSION",
     "Fingerprinter",
+    "LineShingles",
     "Shingling",
     "Signature",
     "UNSEGMENTED_RANGES",
@@ -412,7 +413,18 @@ def _end_places(width: int) -> int:
 _PLACES: dict[int, np.ndarray] = {}
 
 
-def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _stream(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """How many places of :func:`_shingles`' stream each event takes, and which places are tokens."""
+    places = _PLACES.get(width)
+    if places is None:
+        places = _PLACES[width] = np.array([_end_places(width), 1], dtype=np.intp)
+    repeats = places.take(tokenised.token.view(np.uint8))
+    return repeats, tokenised.token.repeat(repeats)  # the text starts and ends with an end: zeros around it
+
+
+def _shingles(
+    tokenised: Tokenised, width: int, event_hashes: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The shingle hashes of ``tokenised``, segment after segment, and which windows of their stream
     are shingles (by the place where each window starts).
 
@@ -423,13 +435,12 @@ def _shingles(tokenised: Tokenised, width: int) -> tuple[np.ndarray, np.ndarray]
     end can be inside it: its zeros would take ``width - 1`` places), or where the place after it is a
     zero: the token ends a segment (docs/decisions/shingle-stream.md). Summed from an end to the next
     event, the code points add to 0 (none is a word character), so an end's hash is 0.
+    ``event_hashes``: :func:`_event_hashes` of ``tokenised`` when the caller has them.
     """
-    places = _PLACES.get(width)
-    if places is None:
-        places = _PLACES[width] = np.array([_end_places(width), 1], dtype=np.intp)
-    repeats = places.take(tokenised.token.view(np.uint8))
-    is_token = tokenised.token.repeat(repeats)  # the text starts and ends with an end: zeros around it
-    windows = np.correlate(_event_hashes(tokenised).repeat(repeats), _fold_weights(width))[:-1]
+    repeats, is_token = _stream(tokenised, width)
+    if event_hashes is None:
+        event_hashes = _event_hashes(tokenised)
+    windows = np.correlate(event_hashes.repeat(repeats), _fold_weights(width))[:-1]
     # The window that ends at place k + width - 1 is taken where that place is a token and place k is
     # one or place k + width is not.
     taken = np.greater_equal(is_token[:-width], is_token[width:])
@@ -474,12 +485,19 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     only in case, spacing or punctuation hash alike; a line without tokens has hash 0 and count 0.
     """
     tokenised = _tokenise(text)
+    hashes, counts, _ = _lines(tokenised, text, _event_hashes(tokenised))
+    return hashes, counts
+
+
+def _lines(tokenised: Tokenised, text: str, event_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`segment_hashes` of ``text`` tokenised (its :func:`_event_hashes` given), and the line of
+    each token."""
     starts = tokenised.starts
     line_count = text.count("\n") + 1  # normalisation keeps every "\n" and makes none
     hashes = np.zeros(line_count, dtype=np.uint64)
     counts = np.zeros(line_count, dtype=np.int64)
     if len(starts) == 0:
-        return hashes, counts
+        return hashes, counts, starts
     # The ASCII path keeps a non-word character's class, so its line breaks are read from the text itself.
     points = np.frombuffer(f"\n{text}".encode("ascii"), np.uint8) if tokenised.ascii else tokenised.points
     line_of = np.searchsorted(np.flatnonzero(points[1:] == 10), starts - 1)  # line breaks before each token
@@ -488,10 +506,10 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
     counts[lines] = np.diff(np.append(first, len(starts)))
     # Each token's hash mixed with its place in the line, summed per line: order counts.
     place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
-    mixed = _event_hashes(tokenised)[tokenised.token]
+    mixed = event_hashes[tokenised.token]
     mixed ^= place * _FOLD
     hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
-    return hashes, counts
+    return hashes, counts, line_of
 
 
 def tokens(text: str) -> list[str]:
@@ -671,6 +689,23 @@ class Shingling:
     hashes: np.ndarray
 
 
+class LineShingles(NamedTuple):
+    """A text tokenised once for both the boilerplate learner and signing: each line's hash and token
+    count (:func:`segment_hashes`), and the text's shingle hashes with the line each is on."""
+
+    hashes: np.ndarray
+    counts: np.ndarray
+    shingles: np.ndarray
+    lines: np.ndarray
+
+    def kept(self, keep: np.ndarray) -> tuple[Shingling, np.ndarray]:
+        """The shingling of the lines where ``keep`` (a bool a line) joined, and the shingle hashes of
+        the others. Exact for a text :func:`shingled_by_line` only: then the lines' shingles are
+        those of each line alone."""
+        on_kept = keep[self.lines]
+        return Shingling(int(self.counts[keep].sum()), self.shingles[on_kept]), self.shingles[~on_kept]
+
+
 @dataclass(frozen=True)
 class Signature:
     """What a record keeps of a text: its fingerprint and its verification hashes."""
@@ -708,6 +743,17 @@ class Fingerprinter:
         """Tokenise ``text`` once: its token count (:func:`token_count`) and its shingle hashes."""
         tokenised = _tokenise(text)
         return Shingling(int(np.count_nonzero(tokenised.token)), _shingles(tokenised, self.width)[0])
+
+    def line_shingles(self, text: str) -> LineShingles:
+        """``text``'s :class:`LineShingles`, from one tokenisation."""
+        tokenised = _tokenise(text)
+        event_hashes = _event_hashes(tokenised)
+        hashes, counts, token_lines = _lines(tokenised, text, event_hashes)
+        shingles, taken = _shingles(tokenised, self.width, event_hashes)
+        # A shingle is on the line of the token its window ends at, the tokens before that place plus one.
+        _, is_token = _stream(tokenised, self.width)
+        last = np.cumsum(is_token)[np.flatnonzero(taken) + (self.width - 1)] - 1
+        return LineShingles(hashes, counts, shingles, token_lines[last])
 
     def shingle_hashes(self, text: str) -> np.ndarray:
         """The 64-bit hash of every shingle of ``text``, segment after segment, repeats included."""

@@ -256,7 +256,7 @@ class SimhashPipeline:
         """The match of ``page``, or None after indexing it as a new group's canonical, or SEEN when the
         index holds it already with this content."""
         stripped = await self.learner.strip(page.host, page.text) if self.learner else Stripped(page.text, 0)
-        signed = await self.signer.sign(stripped.text)
+        signed = await self.signer.sign(stripped.text, stripped.shingling)
         if signed.words == 0:
             self._inc("simhash/empty_content")
             return None

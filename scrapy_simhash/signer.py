@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from scrapy_simhash.fingerprint import Fingerprinter, Signature
+from scrapy_simhash.fingerprint import Fingerprinter, Shingling, Signature
 from scrapy_simhash.minhash import Layout
 
 if TYPE_CHECKING:
@@ -53,9 +53,14 @@ class Signer:
         self.stats = stats  # simhash/fingerprint_batch_max: the most texts one turn brought
         self._waiting: list[tuple[str, asyncio.Future[Signed]]] = []
 
-    async def sign(self, text: str) -> Signed:
+    async def sign(self, text: str, shingling: Shingling | None = None) -> Signed:
         """``text``'s signature: at once for a page-length text, signed alone in any case; a shorter
-        text's with the other short texts submitted in this turn of the loop."""
+        text's with the other short texts submitted in this turn of the loop. Given ``text``'s
+        shingling (the learner tokenised it), at once from it: no tokenisation is left to share."""
+        if shingling is not None:
+            signature = self.fingerprinter.signature(shingling)
+            [sketch] = self.layout.sketches([signature.hashes])
+            return Signed(shingling.words, signature, sketch)
         if len(text) >= SIGNED_ALONE:
             [signed] = self._sign_batch([text])
             return signed

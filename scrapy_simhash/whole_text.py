@@ -42,22 +42,23 @@ SAME_TEXT = WholeText(_NONE, _NONE)
 
 
 def whole_text(
-    fingerprinter: Fingerprinter, text: str, stripped: str, hashes: np.ndarray, removed: str | None = None
+    fingerprinter: Fingerprinter, text: str, stripped: str, hashes: np.ndarray, removed: np.ndarray | None = None
 ) -> WholeText:
     """What turns ``hashes``, the verification hashes of ``stripped`` (some lines of ``text``, in
     order), into those of ``text``.
 
     Shingles stop at line ends, so the whole text's are the stripped text's and those of the lines
-    taken out (``removed``, joined in any order, when the caller knows them; else found by comparing
-    the texts): only these are shingled, and the stripped text has none the whole text has not. A
+    taken out (their shingle hashes ``removed`` when the caller knows them; else the lines are found
+    by comparing the texts, and shingled): the stripped text has none the whole text has not. A
     text whose normalisation could reach across its lines (:func:`shingled_by_line`) is shingled whole.
     """
     if not shingled_by_line(text):
         removed = None
     elif removed is None:
-        removed = _removed_lines(text, stripped)
+        lines = _removed_lines(text, stripped)
+        removed = None if lines is None else fingerprinter.shingle_hashes(lines)
     if removed is not None:
-        gained = verification_hashes(fingerprinter.shingle_hashes(removed))
+        gained = verification_hashes(removed)
         if len(hashes):  # a few looked up in many: a fraction of np.setdiff1d's time
             gained = gained[hashes.take(hashes.searchsorted(gained), mode="clip") != gained]
         difference = WholeText(gained, _NONE)
