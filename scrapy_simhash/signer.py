@@ -6,7 +6,8 @@ A short text's signature and sketch cost their numpy calls more than its charact
 texts submitted in one turn are signed in batches (:meth:`Fingerprinter.signatures`,
 :meth:`Layout.sketches`), and a page-length text alone, at once: its item does not wait for the
 turn's batch, a wait that keeps its response in Scrapy's scraper and costs the crawl a resumption
-of the item's whole coroutine chain. docs/decisions/signing-batches.md has the figures.
+of the item's whole coroutine chain. docs/decisions/signing-batches.md has the figures. A text the
+learner tokenised comes with its shingling, and is signed from it at once.
 """
 
 from __future__ import annotations
