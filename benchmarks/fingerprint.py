@@ -19,7 +19,10 @@ printed per text size. Last, what the pipeline computes of a page with the learn
 signature of its text without the furniture and how its whole text's hashes differ (whole_text.py;
 the other version shingles the whole text again), and the same with this version shingling the
 whole text again: the pages in one of benchmarks/multisite.py's templates (brand, navigation,
-cookie notice, share bar, newsletter box, footer: the lines the learner removes).
+cookie notice, share bar, newsletter box, footer: the lines the learner removes); and, with the
+learner's line hashes, the page tokenised once (``line_shingles``: the stripped text signed from its
+kept lines' shingles, the removed lines' shingles for the difference) against the stripped text and
+the removed lines tokenised again.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 from pathlib import Path
 
@@ -46,7 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from multisite import TEMPLATES, rendered  # noqa: E402 (a sibling script)
 
 from scrapy_simhash.calibration import layout_for  # noqa: E402
-from scrapy_simhash.fingerprint import FINGERPRINT_VERSION, Fingerprinter, hamming, verification_hashes  # noqa: E402
+from scrapy_simhash.fingerprint import (  # noqa: E402
+    FINGERPRINT_VERSION,
+    Fingerprinter,
+    hamming,
+    segment_hashes,
+    verification_hashes,
+)
 from scrapy_simhash.settings import DEFAULTS  # noqa: E402
 from scrapy_simhash.signer import Signer  # noqa: E402
 from scrapy_simhash.whole_text import whole_text  # noqa: E402
@@ -211,12 +221,34 @@ def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int
     against_other("  the same, against this version shingling it whole", stripped_and_whole(False),
                   stripped_and_whole(True), furnished, rounds)
 
+    def tokenised_once(page: tuple[str, str]) -> object:
+        whole, stripped = page
+        shingling, removed = ours.line_shingles(whole).kept(furniture_mask(whole, stripped))
+        return whole_text(ours, whole, stripped, ours.signature(shingling).hashes, removed)
+
+    def tokenised_again(page: tuple[str, str]) -> object:
+        whole, stripped = page
+        segment_hashes(whole)
+        removed = "\n".join(compress(whole.split("\n"), ~furniture_mask(whole, stripped)))
+        return whole_text(ours, whole, stripped, ours.signature(stripped).hashes, ours.shingle_hashes(removed))
+
+    against_other("  the same with the learner's line hashes, tokenised once, against the stripped text and "
+                  "removed lines tokenised again", tokenised_once, tokenised_again, furnished, rounds)
+
 
 def with_furniture(text: str, template: Any) -> tuple[str, str]:
     """A page's whole text in ``template``'s furniture, one block a line, and the text without it."""
     head = [template.brand, *template.nav, template.cookie]
     tail = [template.share, template.newsletter, *template.footer]
     return "\n".join([*head, text, *tail]), text
+
+
+def furniture_mask(whole: str, stripped: str) -> np.ndarray:
+    """Which lines of ``whole`` (:func:`with_furniture`'s) are ``stripped``'s: one run of lines."""
+    keep = np.zeros(whole.count("\n") + 1, dtype=bool)
+    first = whole[: whole.index(stripped)].count("\n")
+    keep[first : first + stripped.count("\n") + 1] = True
+    return keep
 
 
 def whole_text_again(whole: np.ndarray, stripped: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
