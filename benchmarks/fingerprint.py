@@ -232,8 +232,7 @@ def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int
         removed = "\n".join(compress(whole.split("\n"), ~furniture_mask(whole, stripped)))
         return whole_text(ours, whole, stripped, ours.signature(stripped).hashes, ours.shingle_hashes(removed))
 
-    against_other("  the same with the learner's line hashes, tokenised once, against the stripped text and "
-                  "removed lines tokenised again", tokenised_once, tokenised_again, furnished, rounds)
+    against_other("  with line hashes, tokenised once vs again", tokenised_once, tokenised_again, furnished, rounds)
 
 
 def with_furniture(text: str, template: Any) -> tuple[str, str]:
