@@ -750,7 +750,7 @@ class Fingerprinter:
         event_hashes = _event_hashes(tokenised)
         hashes, counts, token_lines = _lines(tokenised, text, event_hashes)
         shingles, taken = _shingles(tokenised, self.width, event_hashes)
-        # A shingle is on the line of the token its window ends at, the tokens before that place plus one.
+        # A shingle is on the line of the token its window ends at: the tokens up to that place, less one.
         _, is_token = _stream(tokenised, self.width)
         last = np.cumsum(is_token)[np.flatnonzero(taken) + (self.width - 1)] - 1
         return LineShingles(hashes, counts, shingles, token_lines[last])
