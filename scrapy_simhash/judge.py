@@ -14,12 +14,12 @@ from typing import Protocol
 
 import numpy as np
 
-from scrapy_simhash.fingerprint import hashes_without, jaccard_hashes
+from scrapy_simhash.fingerprint import hashes_union, hashes_without, jaccard_hashes
 from scrapy_simhash.index import (
     FIRST_READ, Candidate, Details, Exact, GroupGone, Joined, Lookup, Record, StoredRecord,
 )
 from scrapy_simhash.minhash import Layout
-from scrapy_simhash.whole_text import union, whole_text_jaccard
+from scrapy_simhash.whole_text import whole_text_jaccard
 
 __all__ = [
     "NOVELTY", "InFlightElsewhere", "Placement", "Recrawl", "Verified", "place", "place_exact", "recrawled", "verify",
@@ -137,7 +137,7 @@ async def verify(
         ours, theirs = record.hashes, data.hashes
         if furniture is not None:
             own = await furniture(record.host) if own is None else own
-            left_out = own if data.host == record.host else union(own, await furniture(data.host))
+            left_out = own if data.host == record.host else hashes_union(own, await furniture(data.host))
             ours, theirs = hashes_without(ours, left_out), hashes_without(theirs, left_out)
         verified = _guarded(record, data, Verified(candidate, data, jaccard_hashes(ours, theirs)), threshold)
         if verified.jaccard < threshold:  # a guarded pair's whole texts are under it

@@ -14,14 +14,14 @@ import numpy as np
 
 from scrapy_simhash.fingerprint import (
     Fingerprinter,
-    first_of_runs,
+    hashes_union,
     hashes_without,
     jaccard_hashes,
     shingled_by_line,
     verification_hashes,
 )
 
-__all__ = ["SAME_TEXT", "WholeText", "whole_hashes", "whole_text", "union", "whole_text_jaccard"]
+__all__ = ["SAME_TEXT", "WholeText", "whole_hashes", "whole_text", "whole_text_jaccard"]
 
 
 class WholeText(NamedTuple):
@@ -86,16 +86,7 @@ def whole_hashes(hashes: np.ndarray, difference: WholeText) -> np.ndarray:
     """The whole text's verification hashes from a page's stored ones and their difference."""
     if difference.same:
         return hashes
-    return union(hashes_without(hashes, difference.lost), difference.gained)
-
-
-def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The sorted distinct union of two sorted distinct hash arrays. A stable sort (timsort) merges
-    the two runs in linear time, a hash in both becoming a pair of equal neighbours: a twentieth of
-    ``np.union1d``'s time for a page's hashes (which sorts afresh)."""
-    merged = np.concatenate((a, b))
-    merged.sort(kind="stable")
-    return merged[first_of_runs(merged)]
+    return hashes_union(hashes_without(hashes, difference.lost), difference.gained)
 
 
 def whole_text_jaccard(a: np.ndarray, a_difference: WholeText, b: np.ndarray, b_difference: WholeText) -> float:

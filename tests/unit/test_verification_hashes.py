@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_simhash.fingerprint import hashes_without, verification_hashes
+from scrapy_simhash.fingerprint import hashes_union, hashes_without, verification_hashes
 
 hash_arrays = st.lists(st.integers(0, 2**64 - 1), max_size=300).map(lambda v: np.unique(np.array(v, dtype=np.uint64)))
 
@@ -34,3 +34,12 @@ def test_hashes_without_leaves_out_exactly_the_excluded(hashes, others, data) ->
     shared = data.draw(st.lists(st.sampled_from(hashes.tolist()), max_size=20)) if len(hashes) else []
     excluded = np.union1d(others, np.array(shared, dtype=np.uint32))
     np.testing.assert_array_equal(hashes_without(hashes, excluded), hashes[~np.isin(hashes, excluded)])
+
+
+@given(verification_arrays, verification_arrays, st.data())
+def test_hashes_union_is_the_sorted_distinct_union(a, b, data) -> None:
+    shared = data.draw(st.lists(st.sampled_from(a.tolist()), max_size=20)) if len(a) else []
+    b = np.union1d(b, np.array(shared, dtype=np.uint32))  # hashes in both
+    got = hashes_union(a, b)
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(got, np.union1d(a, b))
