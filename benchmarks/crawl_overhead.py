@@ -13,7 +13,7 @@ of its own in a fresh directory (the index, merge and review logs where the defa
 - ``addon``: ``ADDONS = {"scrapy_simhash.Addon": 0}``, every other setting its default;
 - ``pipeline``: the same with ``SIMHASH_BOILERPLATE = False`` (the learner off).
 
-The variants run in turn, ``--rounds`` times (A B C A B C ...), per index: SQLite (the default) and
+The variants run in turn, ``--rounds`` times (A B C C B A ...), per index: SQLite (the default) and
 Redis (a throwaway redis-server unless ``--redis-url``, keys under a prefix of each run's own).
 Printed per run: the crawl's CPU time (user + sys of the crawl process, from the engine's start to
 its stop: ``resource.getrusage``), items dropped and log bytes; then per variant the median of the
@@ -137,7 +137,7 @@ def compare(pages_dir: Path, index: str, redis_url: str | None, variants: list[s
         variants = [name for v in variants for name in ([v] if v == "scrapy" else [v, f"{v}{AT_BASE}"])]
     runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     for turn in range(rounds):
-        for variant in variants:
+        for variant in variants if turn % 2 == 0 else variants[::-1]:  # no variant always first or last
             settings = dict(overrides)
             prefix = f"overhead-{uuid.uuid4().hex[:8]}"
             if variant != "scrapy" and redis_url is not None:  # keys of its own, deleted after it
