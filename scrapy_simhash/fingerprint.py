@@ -763,8 +763,7 @@ class Fingerprinter:
     def signature(self, text: str | Shingling, exclude: np.ndarray | None = None) -> Signature:
         """The fingerprint and verification hashes of ``text`` (or of its :meth:`shingling`), leaving out
         the shingles whose verification hashes are in ``exclude`` (sorted, such as a host's furniture)."""
-        hashes = _without(text.hashes if isinstance(text, Shingling) else _shingles(_tokenise(text), self.width)[0],
-                          exclude)
+        hashes = _without(text.hashes if isinstance(text, Shingling) else self.shingle_hashes(text), exclude)
         return Signature(self._weighted_vote(hashes), verification_hashes(hashes))
 
     def signatures(self, texts: Sequence[str]) -> list[tuple[int, Signature]]:
@@ -806,7 +805,7 @@ class Fingerprinter:
 
     def _weighted_vote(self, hashes: np.ndarray) -> int:
         """Frequency weighting: every occurrence of a shingle votes; presence: each distinct one once."""
-        return _vote(hashes if self.weighting == "frequency" else _sorted_distinct(hashes)) & self._mask
+        return self.vote(hashes if self.weighting == "frequency" else _sorted_distinct(hashes))
 
     def vote(self, hashes: np.ndarray) -> int:
         """Charikar's bit vote, one vote per element of ``hashes`` (repeats vote again): bit i is set
@@ -841,7 +840,7 @@ def verification_hashes(shingle_hashes: np.ndarray) -> np.ndarray:
     (distinct or not: repeats are dropped here)."""
     low = shingle_hashes.astype(np.uint32)
     low.sort()
-    return low[first_of_runs(low)]
+    return _distinct_of_sorted(low)
 
 
 def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
@@ -861,8 +860,7 @@ def jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
 def hashes_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The sorted distinct union of two sorted distinct hash arrays, merged as in :func:`jaccard_hashes`:
     a twentieth of ``np.union1d``'s time for a page's hashes (which sorts afresh)."""
-    merged = _merged(a, b)
-    return merged[first_of_runs(merged)]
+    return _distinct_of_sorted(_merged(a, b))
 
 
 def _merged(a: np.ndarray, b: np.ndarray) -> np.ndarray:
