@@ -66,3 +66,14 @@ async def until(condition) -> None:
     pause between checks only keeps the loop from spinning)."""
     while not condition():
         await asyncio.sleep(0.001)
+
+
+def finished_at_once(coroutine):
+    """The value of ``coroutine`` run to its end in one step: it must not wait for the loop (an
+    AssertionError if it does), so its item goes on in the step that made it."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise AssertionError("it waited for the event loop")

@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 
 import pytest
-from pipeline_harness import until
+from pipeline_harness import finished_at_once, until
 from samples import LAYOUT
 
 from scrapy_simhash.index import open_index
@@ -154,13 +154,9 @@ async def test_an_items_step_runs_at_once_while_the_thread_is_idle(tmp_path):
     index = open_index(f"sqlite:///{tmp_path / 'index.db'}", layout=LAYOUT)
     await index.open()
     for n, expected in ((0, True), (0, False)):  # added, then found as its own copy
-        step = index.check_and_add(record(f"page-{n}", hashes(n)) if expected else record("copy", hashes(n)))
-        try:
-            step.send(None)
-        except StopIteration as done:
-            lookup = done.value
-        else:
-            raise AssertionError("the step waited for the thread")
+        lookup = finished_at_once(
+            index.check_and_add(record(f"page-{n}", hashes(n)) if expected else record("copy", hashes(n)))
+        )
         assert bool(lookup.added) is expected and bool(lookup.candidates) is not expected
     await index.close()
 

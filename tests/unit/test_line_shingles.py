@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from texts import article
 
-from pipeline_harness import feed, open_pipeline
+from pipeline_harness import feed, finished_at_once, open_pipeline
 from scrapy_simhash.fingerprint import Fingerprinter, segment_hashes, shingled_by_line
 from scrapy_simhash.minhash import Layout
 from scrapy_simhash.signer import SIGNED_ALONE, Signer
@@ -101,13 +101,7 @@ def test_the_signer_signs_a_given_shingling_at_once_as_it_would_sign_the_text(te
     signer = Signer(Fingerprinter(), LAYOUT)
     keep = np.arange(len(text.split("\n"))) % 3 != 0
     stripped, _ = _stripped(text, keep)
-    signing = signer.sign(stripped, signer.fingerprinter.line_shingles(text).kept(keep)[0])
-    try:
-        signing.send(None)
-    except StopIteration as done:
-        ours = done.value
-    else:
-        raise AssertionError("the signer waited")
+    ours = finished_at_once(signer.sign(stripped, signer.fingerprinter.line_shingles(text).kept(keep)[0]))
     [theirs] = signer.sign_all([stripped])
     assert (ours.words, ours.signature.fingerprint, ours.sketch) == (
         theirs.words, theirs.signature.fingerprint, theirs.sketch)

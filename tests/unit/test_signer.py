@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pipeline_harness import finished_at_once
 from texts import article
 
 from scrapy_simhash.fingerprint import Fingerprinter
@@ -66,13 +67,8 @@ async def test_a_text_too_long_to_gain_from_a_batch_is_signed_at_once() -> None:
 def test_a_page_length_text_is_signed_without_a_wait() -> None:
     """Its item goes on to its lookup in the same step: no turn of the loop, no resumption of the
     item's coroutines (run here without a loop, which a wait would need)."""
-    signing = Signer(Fingerprinter(), LAYOUT).sign("word " * (SIGNED_ALONE // 5 + 1))
-    try:
-        signing.send(None)
-    except StopIteration as done:
-        assert done.value.words == SIGNED_ALONE // 5 + 1
-    else:
-        raise AssertionError("the signer waited")
+    signed = finished_at_once(Signer(Fingerprinter(), LAYOUT).sign("word " * (SIGNED_ALONE // 5 + 1)))
+    assert signed.words == SIGNED_ALONE // 5 + 1
 
 
 def test_sign_all_gives_each_text_its_own_signature_in_order() -> None:
