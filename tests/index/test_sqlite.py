@@ -23,6 +23,18 @@ INSERT INTO records VALUES (1, 'a', 12345, 0, 'default', NULL, NULL, x'00', NULL
 """
 
 
+async def index_and_lock_holder(tmp_path, lock_wait: float | None = None):
+    """An open SQLite index, and another connection (another process's) holding its write lock."""
+    path = tmp_path / "index.db"
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    await index.open()
+    if lock_wait is not None:
+        index.lock_wait = lock_wait
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return index, holder
+
+
 async def test_a_file_of_an_earlier_version_is_refused_and_left_as_it_was(tmp_path):
     path = tmp_path / "index.db"
     db = sqlite3.connect(path)
@@ -44,12 +56,7 @@ async def test_calls_queued_behind_a_held_lock_wait_from_when_they_were_made(tmp
 
     from samples import hashes, record
 
-    path = tmp_path / "index.db"
-    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
-    await index.open()
-    index.lock_wait = 1.0
-    holder = sqlite3.connect(path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    index, holder = await index_and_lock_holder(tmp_path, lock_wait=1.0)
     calls = 20
     started = time.monotonic()
     results = await asyncio.gather(
@@ -166,11 +173,7 @@ async def test_a_step_finding_another_processs_write_lock_waits_for_it_on_the_th
     runs it once the lock is free, once."""
     from samples import hashes, record
 
-    path = tmp_path / "index.db"
-    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
-    await index.open()
-    holder = sqlite3.connect(path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    index, holder = await index_and_lock_holder(tmp_path)
     step = asyncio.ensure_future(index.check_and_add(record("page-0", hashes(0))))
     await until(lambda: index._draining is not None)  # its attempt at once found the lock: on to the thread
     holder.execute("ROLLBACK")
@@ -189,12 +192,7 @@ async def test_the_locks_end_is_said_when_the_next_step_runs_at_once(tmp_path, m
     from samples import hashes, record
 
     monkeypatch.setattr(scrapy_simhash.index.sqlite, "STALL_NOTICE", 0.1)
-    path = tmp_path / "index.db"
-    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
-    await index.open()
-    index.lock_wait = 0.5
-    holder = sqlite3.connect(path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    index, holder = await index_and_lock_holder(tmp_path, lock_wait=0.5)
     with caplog.at_level(logging.INFO):
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             await index.check_and_add(record("page-0", hashes(0)))
