@@ -427,7 +427,17 @@ def _shingles(
     tokenised: Tokenised, width: int, event_hashes: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The shingle hashes of ``tokenised``, segment after segment, and which windows of their stream
-    are shingles (by the place where each window starts).
+    are shingles (by the place where each window starts): :func:`_stream_shingles` of its stream.
+    ``event_hashes``: :func:`_event_hashes` of ``tokenised`` when the caller has them."""
+    if event_hashes is None:
+        event_hashes = _event_hashes(tokenised)
+    return _stream_shingles(event_hashes, *_stream(tokenised, width), width)
+
+
+def _stream_shingles(
+    event_hashes: np.ndarray, repeats: np.ndarray, is_token: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shingle hashes of a stream (:func:`_stream`) and which of its windows are shingles.
 
     The stream holds the token hashes in order, and ``width - 1`` zeros (at least one) for every
     segment end, which add nothing to a fold: one correlation of the stream gives each window of a
@@ -436,11 +446,7 @@ def _shingles(
     end can be inside it: its zeros would take ``width - 1`` places), or where the place after it is a
     zero: the token ends a segment (docs/decisions/shingle-stream.md). Summed from an end to the next
     event, the code points add to 0 (none is a word character), so an end's hash is 0.
-    ``event_hashes``: :func:`_event_hashes` of ``tokenised`` when the caller has them.
     """
-    repeats, is_token = _stream(tokenised, width)
-    if event_hashes is None:
-        event_hashes = _event_hashes(tokenised)
     windows = np.correlate(event_hashes.repeat(repeats), _fold_weights(width))[:-1]
     # The window that ends at place k + width - 1 is taken where that place is a token and place k is
     # one or place k + width is not.
@@ -492,25 +498,24 @@ def segment_hashes(text: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _lines(tokenised: Tokenised, text: str, event_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`segment_hashes` of ``text`` tokenised (its :func:`_event_hashes` given), and the line of
-    each token."""
-    starts = tokenised.starts
-    line_count = text.count("\n") + 1  # normalisation keeps every "\n" and makes none
-    hashes = np.zeros(line_count, dtype=np.uint64)
-    counts = np.zeros(line_count, dtype=np.int64)
-    if len(starts) == 0:
-        return hashes, counts, starts
-    # The ASCII path keeps a non-word character's class, so its line breaks are read from the text itself.
-    points = np.frombuffer(f"\n{text}".encode("ascii"), np.uint8) if tokenised.ascii else tokenised.points
-    line_of = np.searchsorted(np.flatnonzero(points[1:] == 10), starts - 1)  # line breaks before each token
-    first = np.flatnonzero(np.concatenate(([True], line_of[1:] != line_of[:-1])))
-    lines = line_of[first]
-    counts[lines] = np.diff(np.append(first, len(starts)))
-    # Each token's hash mixed with its place in the line, summed per line: order counts.
-    place = np.arange(len(starts), dtype=np.uint64) - np.repeat(first, counts[lines]).astype(np.uint64)
+    each event: the line breaks before it (a line break counts itself)."""
+    # The ASCII path keeps a non-word character's class, so its line breaks are read from the text itself;
+    # the first event is the line break that frames the text.
+    points = np.frombuffer(f"\n{text}\n".encode("ascii"), np.uint8) if tokenised.ascii else tokenised.points
+    breaks = points.take(tokenised.at) == 10
+    breaks[0] = False
+    event_lines = np.cumsum(breaks)
+    line_of = event_lines[tokenised.token]
+    counts = np.bincount(line_of, minlength=text.count("\n") + 1)  # normalisation keeps every "\n" and makes none
+    ends = counts.cumsum()
+    starts = ends - counts
+    # Each token's hash mixed with its place in the line, summed per line (mod 2**64): order counts.
+    place = np.arange(len(line_of)) - starts.repeat(counts)
     mixed = event_hashes[tokenised.token]
-    mixed ^= place * _FOLD
-    hashes[lines] = fmix64(np.add.reduceat(fmix64(mixed), first))
-    return hashes, counts, line_of
+    mixed ^= place.view(np.uint64) * _FOLD
+    sums = np.zeros(len(mixed) + 1, dtype=np.uint64)
+    np.cumsum(fmix64(mixed), out=sums[1:])
+    return fmix64(sums.take(ends) - sums.take(starts)), counts, event_lines
 
 
 def tokens(text: str) -> list[str]:
@@ -749,12 +754,12 @@ class Fingerprinter:
         """``text``'s :class:`LineShingles`, from one tokenisation."""
         tokenised = _tokenise(text)
         event_hashes = _event_hashes(tokenised)
-        hashes, counts, token_lines = _lines(tokenised, text, event_hashes)
-        shingles, taken = _shingles(tokenised, self.width, event_hashes)
-        # A shingle is on the line of the token its window ends at: the tokens up to that place, less one.
-        _, is_token = _stream(tokenised, self.width)
-        last = np.cumsum(is_token)[np.flatnonzero(taken) + (self.width - 1)] - 1
-        return LineShingles(hashes, counts, shingles, token_lines[last])
+        hashes, counts, event_lines = _lines(tokenised, text, event_hashes)
+        repeats, is_token = _stream(tokenised, self.width)
+        shingles, taken = _stream_shingles(event_hashes, repeats, is_token, self.width)
+        # A shingle is on the line of the token its window ends at: the window at place k, at place k + width - 1.
+        lines = event_lines.repeat(repeats)[self.width - 1 : -1][taken]
+        return LineShingles(hashes, counts, shingles, lines)
 
     def shingle_hashes(self, text: str) -> np.ndarray:
         """The 64-bit hash of every shingle of ``text``, segment after segment, repeats included."""
