@@ -22,7 +22,8 @@ whole text again: the pages in one of benchmarks/multisite.py's templates (brand
 cookie notice, share bar, newsletter box, footer: the lines the learner removes); and, with the
 learner's line hashes, the page tokenised once (``line_shingles``: the stripped text signed from its
 kept lines' shingles, the removed lines' shingles for the difference) against the stripped text and
-the removed lines tokenised again.
+the removed lines tokenised again; and the learner's strip() of those pages (line hashes and shingles,
+the furniture's mask, the stripped text and its shingling; the furniture learned from 8 pages a template).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from multisite import TEMPLATES, rendered  # noqa: E402 (a sibling script)
 
+from scrapy_simhash.boilerplate import Furniture, PageLines, learn, page_lines  # noqa: E402
 from scrapy_simhash.calibration import layout_for  # noqa: E402
 from scrapy_simhash.fingerprint import (  # noqa: E402
     FINGERPRINT_VERSION,
@@ -233,6 +235,25 @@ def compare_versions(other_path: Path, texts: list[str], rounds: int, count: int
         return whole_text(ours, whole, stripped, ours.signature(stripped).hashes, ours.shingle_hashes(removed))
 
     against_other("  with line hashes, tokenised once vs again", tokenised_once, tokenised_again, furnished, rounds)
+
+    # The learner's strip() of a page of a known host (its furniture learned from the template's first
+    # pages): line hashes and shingles, the furniture's mask, the stripped text and its shingling.
+    learned = {at: learn([page_lines(whole) for whole, _ in furnished[at :: len(TEMPLATES)][:8]])
+               for at in range(len(TEMPLATES))}
+    hosts = [(whole, learned[at % len(TEMPLATES)]) for at, (whole, _) in enumerate(furnished)]
+
+    def stripped_by(line_shingles: Callable[[str], Any], by_line: Callable[[Any, str], bool]) -> Callable[..., object]:
+        def strip(page: tuple[str, Furniture]) -> object:
+            whole, furniture = page
+            lines = line_shingles(whole)
+            keep = furniture.kept(PageLines(whole.split("\n"), lines.hashes, lines.counts))
+            text = "\n".join(compress(whole.split("\n"), keep))
+            return text, lines.kept(np.array(keep)) if by_line(lines, whole) else None
+        return strip
+
+    against_other("pages with furniture, the learner's strip",
+                  stripped_by(ours.line_shingles, lambda lines, _: lines.by_line),
+                  stripped_by(theirs.line_shingles, lambda _, whole: other.shingled_by_line(whole)), hosts, rounds)
 
 
 def with_furniture(text: str, template: Any) -> tuple[str, str]:

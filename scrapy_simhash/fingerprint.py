@@ -220,6 +220,7 @@ class Tokenised(NamedTuple):
     ascii: bool  # the ASCII path: callers read line breaks from the text itself
     at: np.ndarray  # index in points of each event
     token: np.ndarray  # which events are token starts (the others end a segment)
+    by_line: bool  # the text is :func:`shingled_by_line`, found on the way (NFKC left it as it was)
 
     @property
     def points(self) -> np.ndarray:
@@ -251,7 +252,7 @@ def _tokenise(text: str) -> Tokenised:
     if text.isascii():
         codes = np.frombuffer(f"\n\n{text}\n\n".encode("ascii").translate(_ASCII_CODES), dtype=np.uint8)
         word = np.greater_equal(codes, _WORD_CLASS)
-        return Tokenised(codes, word, True, *_events(codes, word, word, False))
+        return Tokenised(codes, word, True, *_events(codes, word, word, False), True)
     return _tokenise_points(*_normalised(text))
 
 
@@ -299,13 +300,16 @@ def _nfkc_lower(text: str, chunk: int = _NFKC_CHUNK, lower: bool = True) -> str:
     return "".join(parts)[:limit]
 
 
-def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
+def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """The code points of ``text`` without default-ignorables, NFKC (:func:`_nfkc_lower`), to be
     lower-cased by :data:`_LOWER_FOLD`, two line breaks before and after them; the classes of their lower
-    case, and the highest class. NFKC and lower() turn default-ignorables into default-ignorables
-    only, and nothing else into one, so the normalised text holds one exactly when ``text`` does: only
-    then, or when the growth limit cut it (the cut may have left one out), is ``text`` searched for them."""
+    case, the highest class, and whether ``text`` is :func:`shingled_by_line` (NFKC returns a text
+    that is normalised as it is, which only a text cut in chunks must be checked for). NFKC and lower()
+    turn default-ignorables into default-ignorables only, and nothing else into one, so the normalised
+    text holds one exactly when ``text`` does: only then, or when the growth limit cut it (the cut may
+    have left one out), is ``text`` searched for them."""
     normalised = _nfkc_lower(text, lower=False)
+    by_line = normalised == text if len(text) <= _NFKC_CHUNK else unicodedata.is_normalized("NFKC", text)
     if any(char in normalised for char in _LOWER_SPECIAL):
         limit = MAX_GROWTH * len(text)
         if len(text) <= _NFKC_CHUNK and len(normalised) < limit:  # one chunk, not cut: lower case it as is
@@ -319,8 +323,8 @@ def _normalised(text: str) -> tuple[np.ndarray, np.ndarray, int]:
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
         kept = _CLASSES.take(raw) != _IGNORED
         if not kept.all():
-            return _normalised(_text(raw[kept]))
-    return points, classes, top
+            return (*_normalised(_text(raw[kept]))[:3], by_line)
+    return points, classes, top, by_line
 
 
 def shingled_by_line(text: str) -> bool:
@@ -332,12 +336,12 @@ def shingled_by_line(text: str) -> bool:
     return text.isascii() or unicodedata.is_normalized("NFKC", text)
 
 
-def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int) -> Tokenised:
+def _tokenise_points(points: np.ndarray, classes: np.ndarray, top: int, by_line: bool) -> Tokenised:
     """:func:`_tokenise` of normalised code points, as :func:`_normalised` gives them."""
     word = np.greater_equal(classes, _WORD_CLASS)
     solo = top == _SOLO
     glue = classes == _WORD if solo else word
-    return Tokenised(_LOWER_FOLD.take(points), word, False, *_events(classes, word, glue, solo))
+    return Tokenised(_LOWER_FOLD.take(points), word, False, *_events(classes, word, glue, solo), by_line)
 
 
 def _text(points: np.ndarray) -> str:
@@ -467,10 +471,10 @@ def _tokenise_joined(texts: Sequence[str]) -> tuple[Tokenised, np.ndarray]:
         lengths = np.fromiter(map(len, texts), dtype=np.intp, count=len(texts))
         return _tokenise("\n".join(texts)), (lengths + 1).cumsum()
     normalised = [_normalised(text) for text in texts]
-    lengths = np.fromiter((len(points) for points, _, _ in normalised), dtype=np.intp, count=len(texts))
-    tokenised = _tokenise_points(np.concatenate([points for points, _, _ in normalised]),
-                                 np.concatenate([classes for _, classes, _ in normalised]),
-                                 max(top for _, _, top in normalised))
+    lengths = np.fromiter((len(points) for points, _, _, _ in normalised), dtype=np.intp, count=len(texts))
+    tokenised = _tokenise_points(np.concatenate([points for points, _, _, _ in normalised]),
+                                 np.concatenate([classes for _, classes, _, _ in normalised]),
+                                 max(top for _, _, top, _ in normalised), all(by_line for *_, by_line in normalised))
     return tokenised, lengths.cumsum() - 1  # each text framed: the first line break of the next
 
 
@@ -703,11 +707,12 @@ class LineShingles(NamedTuple):
     counts: np.ndarray
     shingles: np.ndarray
     lines: np.ndarray
+    by_line: bool  # the text is :func:`shingled_by_line`: :meth:`kept` is exact
 
     def kept(self, keep: np.ndarray) -> tuple[Shingling, np.ndarray]:
         """The shingling of the lines where ``keep`` (a bool a line) joined, and the shingle hashes of
-        the others. Exact for a text :func:`shingled_by_line` only: then the lines' shingles are
-        those of each line alone."""
+        the others. Exact where :attr:`by_line` only: then the lines' shingles are those of each line
+        alone."""
         on_kept = keep[self.lines]
         return Shingling(int(self.counts[keep].sum()), self.shingles[on_kept]), self.shingles[~on_kept]
 
@@ -759,7 +764,7 @@ class Fingerprinter:
         shingles, taken = _stream_shingles(event_hashes, repeats, is_token, self.width)
         # A shingle is on the line of the token its window ends at: the window at place k, at place k + width - 1.
         lines = event_lines.repeat(repeats)[self.width - 1 : -1][taken]
-        return LineShingles(hashes, counts, shingles, lines)
+        return LineShingles(hashes, counts, shingles, lines, tokenised.by_line)
 
     def shingle_hashes(self, text: str) -> np.ndarray:
         """The 64-bit hash of every shingle of ``text``, segment after segment, repeats included."""

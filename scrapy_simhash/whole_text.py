@@ -48,13 +48,12 @@ def whole_text(
     order), into those of ``text``.
 
     Shingles stop at line ends, so the whole text's are the stripped text's and those of the lines
-    taken out (their shingle hashes ``removed`` when the caller knows them; else the lines are found
-    by comparing the texts, and shingled): the stripped text has none the whole text has not. A
-    text whose normalisation could reach across its lines (:func:`shingled_by_line`) is shingled whole.
+    taken out (their shingle hashes ``removed`` when the caller knows them, which it can of a text
+    :func:`shingled_by_line` only: :meth:`LineShingles.kept`; else the lines are found by comparing the
+    texts, and shingled): the stripped text has none the whole text has not. A text whose
+    normalisation could reach across its lines is shingled whole.
     """
-    if not shingled_by_line(text):
-        removed = None
-    elif removed is None:
+    if removed is None and shingled_by_line(text):
         lines = _removed_lines(text, stripped)
         removed = None if lines is None else fingerprinter.shingle_hashes(lines)
     if removed is not None:

@@ -77,6 +77,23 @@ def test_the_kept_lines_shingles_are_the_stripped_texts(width: int) -> None:
             np.testing.assert_array_equal(removed_hashes, fingerprinter.shingle_hashes(removed))
 
 
+def _by_line_or_not() -> list[str]:
+    """Texts NFKC leaves as they are or not: compatibility forms, a soft hyphen (removed before NFKC),
+    a dotted capital I (two code points in lower case), a combining mark, chunks of a long text."""
+    forms = ["Lift \u00bd", "\ufb01ne", "news\u00adpaper", "\u0130stanbul", "e\u0301t\u00e9", "Über", "\u03a3",
+             "plain words", "word \u00bd\u00ad", "\u00ad"]
+    texts = [f"{a}\n{b}. {c}" for a in forms for b in forms for c in ("x", "\u00bd")]
+    long = article(1, words=20_000, paragraph=300)
+    assert len(long) > 65_536
+    return texts + [long, long + "\n\u00bd", long + "\ne\u0301", "", "\n"]
+
+
+def test_the_tokenisation_says_whether_a_text_is_shingled_by_line() -> None:
+    fingerprinter = Fingerprinter()
+    for text in _by_line_or_not():
+        assert fingerprinter.line_shingles(text).by_line == shingled_by_line(text), text[:40]
+
+
 @pytest.mark.parametrize("weighting", ["frequency", "presence"])
 def test_a_signature_from_the_kept_lines_is_that_of_the_stripped_text_alone_or_in_a_batch(weighting: str) -> None:
     fingerprinter = Fingerprinter(weighting=weighting)
