@@ -40,7 +40,8 @@ async def test_a_near_duplicate_is_dropped_naming_its_canonical(settings, tmp_pa
     text = article(1)
     try:
         assert await feed(pipeline, {"url": "https://a.example/p", "body_text": text})
-        named = r"near-duplicate https://b\.example/copy of https://a\.example/p \(matched https://a\.example/p"
+        # The record matched is the canonical: named once.
+        named = r"^near-duplicate https://b\.example/copy of https://a\.example/p \(distance \d+, Jaccard 0\.\d{3}\)$"
         with pytest.raises(DropItem, match=named):
             await pipeline.process_item({"url": "https://b.example/copy", "body_text": edited(text)})
     finally:
@@ -60,13 +61,21 @@ async def test_a_page_that_drifts_joins_its_group_through_a_member(settings, tmp
     for i in range(6):
         releases.append(edited(releases[-1], edits=8, seed=i))
     try:
-        kept = [await feed(pipeline, {"url": f"https://docs/{i}", "body_text": t}) for i, t in enumerate(releases)]
+        assert await feed(pipeline, {"url": "https://docs/0", "body_text": releases[0]})
+        dropped = []
+        for i, text in enumerate(releases[1:], 1):
+            with pytest.raises(DropItem) as drop:
+                await pipeline.process_item({"url": f"https://docs/{i}", "body_text": text})
+            dropped.append(str(drop.value))
     finally:
         await pipeline.close_spider()
-    assert kept == [True] + [False] * 6
     records = list(read_merge_log(str(tmp_path / "merges.jsonl")))
-    assert {r["canonical_id"] for r in records if r["decision"] == "merged"} == {"https://docs/0"}
-    assert any(r["matched_id"] != r["canonical_id"] for r in records if r["decision"] == "merged")
+    merged = [r for r in records if r["decision"] == "merged"]
+    assert {r["canonical_id"] for r in merged} == {"https://docs/0"}
+    assert any(r["matched_id"] != r["canonical_id"] for r in merged)
+    for message, record in zip(dropped, merged, strict=True):  # the record matched is named when not the canonical
+        via = f"matched {record['matched_id']}, " if record["matched_id"] != record["canonical_id"] else ""
+        assert message.startswith(f"near-duplicate {record['duplicate_id']} of https://docs/0 ({via}distance ")
 
 
 async def test_annotate_mode_marks_the_duplicate_and_counts_it(settings):
