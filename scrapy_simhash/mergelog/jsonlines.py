@@ -48,14 +48,15 @@ def open_log(path: str, flags: int) -> int:
     return fd
 
 
-def is_current(fd: int, path: str) -> bool:
-    """Whether ``fd`` is still the file at ``path`` (a rewrite renames a new file over it)."""
+def current_size(fd: int, path: str) -> int | None:
+    """The size of ``fd``'s file if it is still the file at ``path`` (a rewrite renames a new file
+    over it), else None: one ``fstat`` tells both."""
     try:
         now = os.stat(path)
     except FileNotFoundError:
-        return False
+        return None
     held = os.fstat(fd)
-    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+    return held.st_size if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) else None
 
 
 def lock_current(path: str, fd: int, flags: int) -> int:
@@ -64,7 +65,7 @@ def lock_current(path: str, fd: int, flags: int) -> int:
     try:
         while True:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            if is_current(fd, path):
+            if current_size(fd, path) is not None:
                 return fd
             os.close(fd)
             fd = -1
@@ -75,9 +76,11 @@ def lock_current(path: str, fd: int, flags: int) -> int:
         raise
 
 
-def cut_torn_tail(fd: int, where: str) -> int:
-    """Cut a last line that has no newline (a write cut short); the size of the file after that."""
-    size = os.fstat(fd).st_size
+def cut_torn_tail(fd: int, where: str, size: int | None = None) -> int:
+    """Cut a last line that has no newline (a write cut short); the size of the file after that.
+    ``size``: the file's, when the caller has just read it under the lock."""
+    if size is None:
+        size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return size
     end = size
@@ -125,14 +128,15 @@ class FileMergeLog(MergeLog):
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    async def _lock(self) -> int:
-        """The descriptor of the file now at the path, exclusively locked."""
+    async def _lock(self) -> tuple[int, int | None]:
+        """The descriptor of the file now at the path, exclusively locked, and its size if known."""
         if self._fd < 0:  # a reopen failed before
             self._fd = open_log(self.path, _WRITE_FLAGS)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if is_current(self._fd, self.path):
-                return self._fd
+            size = current_size(self._fd, self.path)
+            if size is not None:
+                return self._fd, size
         except BlockingIOError:
             pass
         # A rewrite holds the lock or has replaced the file: wait and reopen off the event loop. The
@@ -144,7 +148,7 @@ class FileMergeLog(MergeLog):
         except asyncio.CancelledError:
             waiting.add_done_callback(_close_result)
             raise
-        return self._fd
+        return self._fd, None
 
     async def write(self, records: Sequence[dict[str, Any]]) -> None:
         try:
@@ -153,17 +157,17 @@ class FileMergeLog(MergeLog):
             raise MergeLogError(f"merge-log records are not JSON data: {exc}") from None
         async with self._turn:
             try:
-                fd = await self._lock()
+                fd, size = await self._lock()
             except OSError as exc:
                 raise MergeLogError(f"could not open merge log {self.where}: {exc}") from exc
             try:
-                self._append(fd, data)
+                self._append(fd, size, data)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _append(self, fd: int, data: bytes) -> None:
+    def _append(self, fd: int, size: int | None, data: bytes) -> None:
         try:
-            start = cut_torn_tail(fd, self.where)
+            start = cut_torn_tail(fd, self.where, size)
         except OSError as exc:
             raise MergeLogError(f"could not cut a torn last line of merge log {self.where}: {exc}") from exc
         try:
