@@ -5,6 +5,7 @@ Pure functions on plain dicts, no I/O, so the file and stream backends share one
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -170,7 +171,13 @@ def merge_record(
 
 
 def _iso(at: float | None) -> str | None:
-    return datetime.fromtimestamp(at, timezone.utc).isoformat() if at else None
+    return _iso_time(at) if at else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_time(at: float) -> str:
+    """Remembered: the duplicates of one group name its canonical's first-seen time over and over."""
+    return datetime.fromtimestamp(at, timezone.utc).isoformat()
 
 
 def review_record(record: dict[str, Any], text: str, raw: str | None = None, whole: bool = False) -> dict[str, Any]:
