@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, TypeVar
 
 
 from scrapy_simhash.index.base import (
+    FIRST_READ,
     LISTED_PER_KEY,
     MAX_BANDED_MEMBERS,
     Candidate,
@@ -39,6 +40,7 @@ from scrapy_simhash.index.base import (
     Lookup,
     Record,
     StoredRecord,
+    Verification,
     best_first,
 )
 from scrapy_simhash.index.codec import to_signed, to_unsigned
@@ -87,8 +89,12 @@ CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITH
 # no longer waits for them. Made at every open, so that any file of schema 6 has it.
 _SCRAPED = "CREATE TABLE IF NOT EXISTS scraped (rid INTEGER PRIMARY KEY)"
 
+# The records whose id or URL is the key.
+_BY_KEY = "(r.id = ?1 OR r.url = ?1)"
+# A candidate, then its page data without the blob, and its canonical's (``_page_details``).
 _CANDIDATE = (
-    "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, c.pending, r.write_id, c.write_id"
+    "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, c.pending, r.write_id, c.write_id,"
+    " r.id, r.url, r.host, r.first_seen, c.id, c.url, c.first_seen"
     " FROM records r JOIN groups g ON g.gid = r.gid LEFT JOIN records c ON c.rid = g.canonical"
 )
 
@@ -378,22 +384,35 @@ class SQLiteIndex(Index):
 
     async def check_and_add(self, record: Record, since: int = 0) -> Lookup:
         sketch = record.sketch(self.layout)
-        lookup = await self._step(self._check_and_add, record, sketch, since)
+        lookup, pages = await self._step(self._check_and_add, record, sketch, since)
         if lookup.added is not None:
             self._stored(record)
-        return lookup
+        # The best candidates whose verification data this crawl holds come with their page data,
+        # read in the lookup's own query: their details need no step (docs/decisions/sqlite-steps.md).
+        read = {
+            c.key: self._page_details(pages[c.key], data)
+            for c in lookup.candidates[:FIRST_READ]
+            if (data := self._kept.get(c.key)) is not None
+        }
+        return lookup._replace(read=read) if read else lookup
 
     async def details(self, candidates: list[Candidate]) -> list[Details | None]:
-        rows = await self._step(self._details, [(c.rid, c.canonical) for c in candidates])
+        held = [self._kept.get(c.key) for c in candidates]
+        wanted = [(c.rid, c.canonical, data is None) for c, data in zip(candidates, held, strict=True)]
+        rows = await self._step(self._details, wanted)
         return [
-            None if row is None else self._row_details(row, c.key) for row, c in zip(rows, candidates, strict=True)
+            None if row is None else self._page_details(row[:-1], data or self._verification(row[-1], c.key))
+            for row, c, data in zip(rows, candidates, held, strict=True)
         ]
 
-    def _row_details(self, row: tuple, key: bytes) -> Details:
-        """A ``_details`` row: id, url, host, blob, canonical id and url, first seen, canonical first seen."""
-        id_, url, host, blob, head_id, head_url, seen, head_seen = row
-        data = self._verification(blob, key)
+    @staticmethod
+    def _page_details(page: tuple, data: Verification | None) -> Details:
+        """Details of a page row (``_page``: id, url, host, first seen, its canonical's id, url and
+        first seen) and its verification data."""
+        id_, url, host, seen, head_id, head_url, head_seen = page
         hashes, whole = (None, SAME_TEXT) if data is None else data
+        if head_id is None:  # the group has no canonical left
+            head_id, head_url, head_seen = "", "", 0.0
         return Details(id_, url, host, hashes, head_id, head_url, whole, seen, head_seen)
 
     async def join(self, record: Record, matched: Candidate, banded: bool) -> Joined:
@@ -510,8 +529,10 @@ class SQLiteIndex(Index):
         with self._transaction() as db:
             db.execute(sql, params)
 
-    def _candidate(self, row: tuple) -> Candidate:
-        rid, gid, canonical, fingerprint, _sketch, _canonical_pending, key, canonical_key, equal = row
+    @staticmethod
+    def _candidate(row: tuple, equal: int) -> Candidate:
+        """A ``_CANDIDATE`` row's candidate, sharing ``equal`` sketch bytes with the lookup's record."""
+        rid, gid, canonical, fingerprint, _sketch, _canonical_pending, key, canonical_key = row[:8]
         return Candidate(rid, gid, canonical, to_unsigned(fingerprint), equal, key, canonical_key or b"")
 
     def _crashed(self, pending: bytes | None) -> bool:
@@ -522,57 +543,59 @@ class SQLiteIndex(Index):
         row = self._one("SELECT alive_until FROM sessions WHERE session = ?", (session,))
         return row is not None and row[0] > self.retention.clock()
 
-    def _own_write(self, record: Record) -> tuple[int | None, bool]:
-        """One read of the records under this id: the one this very call added on an earlier attempt
+    def _under_id(self, record: Record) -> list[tuple]:
+        """The one read of the records under this id a step needs (``_own_write``, ``_same_id``,
+        ``_insert``), oldest first: rid, gid, write id, pending, session, scraped."""
+        return self._connection().execute(
+            "SELECT r.rid, r.gid, r.write_id, r.pending, r.session, s.rid IS NOT NULL FROM records r"
+            " LEFT JOIN scraped s ON s.rid = r.rid WHERE r.id = ? ORDER BY r.rid", (record.id,)
+        ).fetchall()
+
+    def _own_write(self, record: Record, same: list[tuple]) -> tuple[int | None, bool]:
+        """Of the records under this id (``same``): the one this very call added on an earlier attempt
         (its reply was lost), if any; else whether one is pending in another live session (the same
         page is in flight there)."""
-        rows = self._connection().execute(
-            "SELECT r.rid, r.write_id, r.pending, s.rid IS NOT NULL FROM records r"
-            " LEFT JOIN scraped s ON s.rid = r.rid WHERE r.id = ?", (record.id,)
-        ).fetchall()
-        for rid, write_id, _, _ in rows:
+        for rid, _, write_id, *_ in same:
             if write_id == record.write_id:
                 return rid, False
         return None, any(
-            p is not None and not scraped and p != self.session and self._live(p) for _, _, p, scraped in rows
+            p is not None and not scraped and p != self.session and self._live(p) for *_, p, _, scraped in same
         )
 
-    def _check_and_add(self, record: Record, sketch: bytes, since: int) -> Lookup:
+    def _check_and_add(self, record: Record, sketch: bytes, since: int) -> tuple[Lookup, dict[bytes, tuple]]:
+        """The lookup, and the candidates' page rows by key (``_page_details``)."""
         with self._transaction() as db:
             (seq,) = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'records'").fetchone() or (0,)
-            mine, held = self._own_write(record)
+            same = self._under_id(record)
+            mine, held = self._own_write(record, same)
             if mine is not None:
-                return Lookup(mine, [], seq)
+                return Lookup(mine, [], seq), {}
             if held:
-                return Lookup(None, [], seq, busy=True)
+                return Lookup(None, [], seq, busy=True), {}
             keys = self._bucket_keys(sketch)
             marks = ",".join("?" * len(keys))
-            rids = [
-                rid
-                for (rid,) in db.execute(
-                    f"SELECT DISTINCT rid FROM bands WHERE key IN ({marks}) AND rid > ?", (*keys, since)
-                )
-            ]
             # A group whose canonical is a crashed crawl's page is joined by no page: its copies were
             # dropped for a page that never reached the feed. This page starts a group of its own (or,
             # being that page, takes its record's place: _insert).
-            candidates = []
-            for rid in rids:
-                row = db.execute(f"{_CANDIDATE} WHERE r.rid = ?", (rid,)).fetchone()
+            candidates, pages = [], {}
+            for row in db.execute(
+                f"{_CANDIDATE} WHERE r.rid IN (SELECT rid FROM bands WHERE key IN ({marks}) AND rid > ?)",
+                (*keys, since),
+            ).fetchall():
                 equal = self.layout.equal(row[4], sketch)
                 if equal >= self.layout.min_equal and not self._crashed(row[5]):
-                    candidates.append(self._candidate((*row, equal)))
+                    candidates.append(self._candidate(row, equal))
+                    pages[row[6]] = row[8:]
             if candidates:
-                return Lookup(None, best_first(candidates), seq, self._same_id(record))
-            same_id = self._same_id(record)
-            rid = self._insert(record, sketch, digest=None)
-            return Lookup(rid, [], seq, same_id)
+                return Lookup(None, best_first(candidates), seq, self._same_id(same)), pages
+            rid = self._insert(record, sketch, same, digest=None)
+            return Lookup(rid, [], seq, self._same_id(same)), {}
 
-    def _same_id(self, record: Record) -> tuple[int, int]:
-        """Other live records under this id, (this session's, earlier sessions'), stale ones left out."""
-        rows = self._connection().execute("SELECT session, pending FROM records WHERE id = ?", (record.id,))
+    def _same_id(self, same: list[tuple]) -> tuple[int, int]:
+        """Of the records under an id (``same``), the live ones, (this session's, earlier sessions'),
+        stale ones left out."""
         this = earlier = 0
-        for session, pending in rows:
+        for *_, pending, session, _ in same:
             if pending is not None and pending != self.session:
                 continue
             if session == self.session:
@@ -581,15 +604,13 @@ class SQLiteIndex(Index):
                 earlier += 1
         return this, earlier
 
-    def _insert(self, record: Record, sketch: bytes, digest: bytes | None) -> int:
+    def _insert(self, record: Record, sketch: bytes, same: list[tuple], digest: bytes | None) -> int:
         """Add ``record`` as a group's canonical (pending), in the caller's transaction. A stale
-        pending record under this id (a crashed crawl's) is replaced: the new one takes its group (the
-        first one's, when the crashed crawl indexed the id more than once)."""
+        pending record under this id (of ``same``: a crashed crawl's) is replaced: the new one takes
+        its group (the first one's, when the crashed crawl indexed the id more than once)."""
         db = self._connection()
         gid = None
-        for rid, old_gid, pending in db.execute(
-            "SELECT rid, gid, pending FROM records WHERE id = ? ORDER BY rid", (record.id,)
-        ).fetchall():
+        for rid, old_gid, _, pending, *_ in same:
             if pending is not None and pending != self.session:
                 canonical, size = db.execute("SELECT canonical, size FROM groups WHERE gid = ?", (old_gid,)).fetchone()
                 # of several such groups, the new record takes one over: the first
@@ -653,23 +674,28 @@ class SQLiteIndex(Index):
         key when it would be under none: a copy of its text must find it (redis.lua ``enband``)."""
         db = self._connection()
         keys = self._bucket_keys(sketch)
-        listed = db.executemany(
-            "INSERT OR IGNORE INTO bands SELECT ?1, ?2 WHERE"
-            " (SELECT COUNT(*) FROM bands b JOIN records r ON r.rid = b.rid WHERE b.key = ?1 AND r.gid = ?3) < ?4",
-            [(key, rid, gid, LISTED_PER_KEY) for key in keys if only is None or key in only],
-        ).rowcount
+        wanted = [key for key in keys if only is None or key in only]
+        listed = 0
+        if wanted:  # one statement for all of them: a statement run costs more than its work here
+            values = ",".join(f"(?{4 + n})" for n in range(len(wanted)))
+            listed = db.execute(
+                f"INSERT OR IGNORE INTO bands SELECT k.column1, ?1 FROM (VALUES {values}) k WHERE (SELECT COUNT(*)"
+                " FROM bands b JOIN records r ON r.rid = b.rid WHERE b.key = k.column1 AND r.gid = ?2) < ?3",
+                (rid, gid, LISTED_PER_KEY, *wanted),
+            ).rowcount
         if only is None and not listed:
             db.execute("INSERT INTO bands VALUES (?, ?)", (keys[-1], rid))
 
-    def _details(self, pairs: list[tuple[int, int]]) -> list[tuple | None]:
+    def _details(self, wanted: list[tuple[int, int, bool]]) -> list[tuple | None]:
+        """Page rows (``_page_details``) of records by (rid, canonical, whether to read the blob too,
+        last); None for a record gone."""
         db = self._connection()
         out: list[tuple | None] = []
-        for rid, canonical in pairs:
-            row = db.execute("SELECT id, url, host, hashes, first_seen FROM records WHERE rid = ?", (rid,)).fetchone()
-            head = db.execute(
-                "SELECT id, url, first_seen FROM records WHERE rid = ?", (canonical,)
-            ).fetchone() or ("", "", 0.0)
-            out.append(None if row is None else (*row[:4], head[0], head[1], row[4], head[2]))
+        for rid, canonical, blob in wanted:
+            out.append(db.execute(
+                f"SELECT r.id, r.url, r.host, r.first_seen, c.id, c.url, c.first_seen, {'r.hashes' if blob else 'NULL'}"
+                " FROM records r LEFT JOIN records c ON c.rid = ? WHERE r.rid = ?", (canonical, rid)
+            ).fetchone())
         return out
 
     def _join(self, record: Record, sketch: bytes, matched: int, banded: bool) -> Joined:
@@ -700,18 +726,19 @@ class SQLiteIndex(Index):
 
     def _check_and_add_exact(self, record: Record, digest: bytes) -> Exact:
         with self._transaction() as db:
-            mine, held = self._own_write(record)
+            same = self._under_id(record)
+            mine, held = self._own_write(record, same)
             if mine is not None:
                 return Exact(mine, None)
             if held:
                 return Exact(None, None, busy=True)
             row = db.execute(f"{_CANDIDATE} WHERE r.digest = ?", (digest,)).fetchone()
             if row is not None and row[2] != 0 and not self._crashed(row[5]):
-                return Exact(None, self._candidate((*row, self.layout.size)), same_id=self._same_id(record))
+                return Exact(None, self._candidate(row, self.layout.size), same_id=self._same_id(same))
             if row is not None:  # a crashed crawl's group, or one left without canonical: the text starts anew
                 db.execute("UPDATE records SET digest = NULL WHERE rid = ?", (row[0],))
-            same_id = self._same_id(record)
-            return Exact(self._insert(record, b"", digest=digest), None, same_id=same_id)
+            same_id = self._same_id(same)
+            return Exact(self._insert(record, b"", same, digest=digest), None, same_id=same_id)
 
     def _confirm(self, rids: list[int]) -> None:
         with self._transaction() as db:
@@ -731,8 +758,8 @@ class SQLiteIndex(Index):
         rows = self._connection().execute(
             "SELECT r.rid, r.gid, g.canonical = r.rid, r.id, r.url, r.host, r.fingerprint, r.first_seen, r.retention,"
             " r.pending IS NOT NULL, r.hashes FROM records r JOIN groups g ON g.gid = r.gid"
-            " WHERE r.id = ? OR r.url = ? ORDER BY r.rid",
-            (key, key),
+            f" WHERE {_BY_KEY} ORDER BY r.rid",
+            (key,),
         )
         return [
             StoredRecord(
@@ -752,7 +779,7 @@ class SQLiteIndex(Index):
 
     def _erase_key(self, key: str) -> list[Erased]:
         with self._transaction() as db:
-            rids = [rid for (rid,) in db.execute("SELECT rid FROM records WHERE id = ? OR url = ?", (key, key))]
+            rids = [rid for (rid,) in db.execute(f"SELECT r.rid FROM records r WHERE {_BY_KEY}", (key,))]
             erased = [self._erase_rid(rid) for rid in rids]
         self._checkpoint()
         return erased

@@ -419,6 +419,19 @@ async def test_erasing_by_url_removes_every_record_of_that_page(make_index):
     assert await index.count() == 1 and await index.erase("https://site/m") == []
 
 
+async def test_a_key_finds_each_record_whose_id_or_url_it_is_once(make_index):
+    """A page's URL is usually its id; a key that is one record's id and URL and another's URL
+    finds both, once each."""
+    index = await make_index()
+    await index.check_and_add(record("https://site/p", hashes(61), url="https://site/p"))
+    await index.check_and_add(record("p-by-another-id", hashes(62), url="https://site/p"))
+    await index.check_and_add(record("https://site/q", hashes(63), url="https://site/q"))
+    assert sorted(r.id for r in await index.records("https://site/p")) == ["https://site/p", "p-by-another-id"]
+    assert sorted(e.id for e in await index.erase("https://site/p")) == ["https://site/p", "p-by-another-id"]
+    assert [r.id for r in await index.records("https://site/q")] == ["https://site/q"]
+    assert await index.count() == 1
+
+
 async def test_erasing_everything_leaves_an_empty_index(make_index, dump):
     index = await make_index()
     empty = dump()
