@@ -62,15 +62,20 @@ CREATE TABLE records (
     url TEXT NOT NULL,
     host TEXT NOT NULL,
     fingerprint INTEGER NOT NULL,
-    sketch BLOB NOT NULL,
-    hashes BLOB,                            -- verification data of findable records only
-    digest BLOB UNIQUE,                     -- short texts, matched exactly
     first_seen REAL NOT NULL,
     retention TEXT NOT NULL,
-    write_id BLOB NOT NULL
+    write_id BLOB NOT NULL,
+    digest BLOB,                            -- short texts, matched exactly
+    sketch BLOB NOT NULL,
+    hashes BLOB                             -- verification data of findable records only
 );
+-- hashes last: a page's kilobytes spill into overflow pages, which a read of the columns before them
+-- does not walk. Indexed only where there is something to find: most records have no digest, and
+-- a record's URL is its id unless SIMHASH_ID_FIELD names another field (_BY_KEY finds those by id).
+-- Each index entry costs every insert (docs/decisions/sqlite-steps.md).
+CREATE UNIQUE INDEX records_digest ON records (digest) WHERE digest IS NOT NULL;
 CREATE INDEX records_id ON records (id);
-CREATE INDEX records_url ON records (url);
+CREATE INDEX records_url ON records (url) WHERE url != id;
 CREATE INDEX records_gid ON records (gid);
 CREATE TABLE groups (
     gid INTEGER PRIMARY KEY,
@@ -84,13 +89,13 @@ CREATE INDEX groups_expires ON groups (expires) WHERE expires IS NOT NULL;
 CREATE TABLE bands (key BLOB NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (key, rid)) WITHOUT ROWID;
 CREATE TABLE boilerplate (host TEXT PRIMARY KEY, version INTEGER NOT NULL, blob BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE sessions (session BLOB PRIMARY KEY, alive_until REAL NOT NULL) WITHOUT ROWID;
+-- pending records whose items were scraped and wait for a feed to be stored: another live session
+-- no longer waits for them
+CREATE TABLE scraped (rid INTEGER PRIMARY KEY);
 """
-# Pending records whose items were scraped and wait for a feed to be stored: another live session
-# no longer waits for them. Made at every open, so that any file of schema 6 has it.
-_SCRAPED = "CREATE TABLE IF NOT EXISTS scraped (rid INTEGER PRIMARY KEY)"
 
-# The records whose id or URL is the key.
-_BY_KEY = "(r.id = ?1 OR r.url = ?1)"
+# The records whose id or URL is the key (the URL index holds only those whose URL is not their id).
+_BY_KEY = "(r.id = ?1 OR r.url = ?1 AND r.url != r.id)"
 # A candidate, then its page data without the blob, and its canonical's (``_page_details``).
 _CANDIDATE = (
     "SELECT r.rid, r.gid, g.canonical, r.fingerprint, r.sketch, c.pending, r.write_id, c.write_id,"
@@ -136,7 +141,7 @@ class _Call(NamedTuple):
 
 
 class SQLiteIndex(Index):
-    schema = 6
+    schema = 7
     transient_errors = (sqlite3.OperationalError,)  # "database is locked" and disk I/O hiccups
 
     def __init__(self, url: str, **options: Any) -> None:
@@ -495,7 +500,6 @@ class SQLiteIndex(Index):
                 has_meta = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
                 stored = dict(db.execute("SELECT name, value FROM meta")) if has_meta else {}
                 self._check_identity(stored, f"index {self.location}")
-                db.execute(_SCRAPED)
             # Only once the file is known to be ours: a refused file is left as it was.
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

@@ -42,7 +42,25 @@ async def test_a_file_of_an_earlier_version_is_refused_and_left_as_it_was(tmp_pa
     db.close()
     before = path.read_bytes()
     index = open_index(f"sqlite:///{path}", layout=LAYOUT)
-    with pytest.raises(ValueError, match="built by an earlier version of scrapy-simhash; this version reads schema 6"):
+    with pytest.raises(ValueError, match="built by an earlier version of scrapy-simhash; this version reads schema 7"):
+        await index.open()
+    await index.close()
+    assert path.read_bytes() == before
+
+
+async def test_a_file_of_schema_6_is_refused_and_left_as_it_was(tmp_path):
+    """Schema 7 stores a record's verification data after its other columns: a schema 6 file's
+    columns would be read in the wrong places."""
+    path = tmp_path / "index.db"
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    await index.open()
+    await index.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '6' WHERE name = 'schema'")
+    db.close()
+    before = path.read_bytes()
+    index = open_index(f"sqlite:///{path}", layout=LAYOUT)
+    with pytest.raises(ValueError, match="has key schema 6 of scrapy-simhash; this version reads schema 7: build"):
         await index.open()
     await index.close()
     assert path.read_bytes() == before

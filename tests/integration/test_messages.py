@@ -119,7 +119,7 @@ def test_an_index_of_a_newer_schema_says_upgrade_not_rebuild(tmp_path):
     stats, log = crawl(tmp_path, ITEMS)
 
     [line] = error_lines(log)
-    assert "has key schema 99, newer than this version of scrapy-simhash reads (6)" in line
+    assert "has key schema 99, newer than this version of scrapy-simhash reads (7)" in line
     assert "upgrade scrapy-simhash" in line and "build a new index" not in line
     assert stats["finish_reason"] == "simhash_index_error"
 
