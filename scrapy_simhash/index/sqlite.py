@@ -412,8 +412,8 @@ class SQLiteIndex(Index):
 
     @staticmethod
     def _page_details(page: tuple, data: Verification | None) -> Details:
-        """Details of a page row (``_page``: id, url, host, first seen, its canonical's id, url and
-        first seen) and its verification data."""
+        """Details of a page row (id, url, host, first seen, its canonical's id, url and first seen:
+        ``_CANDIDATE``'s last columns, ``_details``'s) and its verification data."""
         id_, url, host, seen, head_id, head_url, head_seen = page
         hashes, whole = (None, SAME_TEXT) if data is None else data
         if head_id is None:  # the group has no canonical left
