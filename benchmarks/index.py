@@ -295,7 +295,7 @@ class NewDriver:
     def _fill_sqlite(self, records: list) -> int:
         """On the index's thread: ``check_and_add``'s own statements for each record, committed together."""
         with batched(self.index):
-            return sum(self.index._check_and_add(r, r.sketch(self.layout), 0).added is None for r in records)
+            return sum(self.index._check_and_add(r, r.sketch(self.layout), 0)[0].added is None for r in records)
 
     async def _fill_redis(self, records: list) -> list:
         """The FCALL calls ``RedisIndex.check_and_add`` makes for these records, pipelined."""
