@@ -134,11 +134,16 @@ class FileMergeLog(MergeLog):
             self._fd = open_log(self.path, _WRITE_FLAGS)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            size = current_size(self._fd, self.path)
-            if size is not None:
-                return self._fd, size
         except BlockingIOError:
             pass
+        else:
+            try:
+                size = current_size(self._fd, self.path)
+            except BaseException:  # the path cannot be checked: no other process may wait on this write
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                raise
+            if size is not None:
+                return self._fd, size
         # A rewrite holds the lock or has replaced the file: wait and reopen off the event loop. The
         # thread cannot be cancelled: if this write is, the descriptor it returns is closed (unlocked).
         fd, self._fd = self._fd, -1

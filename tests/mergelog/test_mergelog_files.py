@@ -7,6 +7,7 @@ file, later crawls appended after it, and buffered records of failed writes were
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -99,6 +100,27 @@ async def test_a_tail_torn_while_the_log_is_open_is_cut_before_the_next_line(tmp
     finally:
         await log.close()
     assert whole_lines(path) == [record(duplicate="b"), record(duplicate="c")]
+
+
+async def test_a_write_that_cannot_check_the_path_leaves_the_log_unlocked(tmp_path) -> None:
+    """The path stops resolving (a directory on it turned into a symlink loop): the write fails, and a
+    rewrite in another process can still take the file's lock."""
+    (tmp_path / "logs").mkdir()
+    path = tmp_path / "logs" / "merges.jsonl"
+    log = open_merge_log(str(path), "unused")
+    try:
+        await log.write([record(duplicate="b")])
+        (tmp_path / "logs").rename(tmp_path / "moved")
+        (tmp_path / "logs").symlink_to("logs")  # os.stat of the path: ELOOP, not "not found"
+        with pytest.raises(MergeLogError):
+            await log.write([record(duplicate="c")])
+        other = os.open(tmp_path / "moved" / "merges.jsonl", os.O_RDONLY)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the failed write holds it
+        finally:
+            os.close(other)
+    finally:
+        await log.close()
 
 
 def test_readers_skip_and_count_torn_and_invalid_lines(tmp_path, caplog) -> None:
