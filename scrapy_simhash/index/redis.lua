@@ -43,11 +43,14 @@ end
 -- Fixed-size slots in block strings: records by rid, groups by group id. A slot's offsets go to
 -- Redis as strings made once: a number argument costs the server a "%.17g" formatting.
 local OFFSETS = {}
-local function offsets(size)
-    local made = {}
-    for i = 0, PER_BLOCK - 1 do made[i] = {tostring(i * size), tostring(i * size + size - 1)} end
-    OFFSETS[size] = made
-    return made
+local function slot_offsets(size, n)
+    local made = OFFSETS[size]
+    if not made then
+        made = {}
+        for i = 0, PER_BLOCK - 1 do made[i] = {tostring(i * size), tostring(i * size + size - 1)} end
+        OFFSETS[size] = made
+    end
+    return made[n % PER_BLOCK]
 end
 
 local function block_key(kind, n)
@@ -55,7 +58,7 @@ local function block_key(kind, n)
 end
 
 local function read_slot(kind, size, n)
-    local at = (OFFSETS[size] or offsets(size))[n % PER_BLOCK]
+    local at = slot_offsets(size, n)
     local s = redis.call('GETRANGE', block_key(kind, n), at[1], at[2])
     if #s < size or byte(s, 1) == 0 then return nil end
     return s
@@ -71,7 +74,7 @@ local function write_slot(kind, size, n, value)
         EMPTY_BLOCK = EMPTY_BLOCK or rep('\0', PER_BLOCK * size)
         redis.call('SET', key, EMPTY_BLOCK, 'NX')
     end
-    redis.call('SETRANGE', key, (OFFSETS[size] or offsets(size))[n % PER_BLOCK][1], value)
+    redis.call('SETRANGE', key, slot_offsets(size, n)[1], value)
 end
 
 local function clear_slot(kind, size, n)
