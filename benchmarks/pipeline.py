@@ -319,6 +319,16 @@ def format_counts(counts: Counter, items: int) -> str:
     return ", ".join(f"{name} {calls / items:.2f}" for name, calls in counts.most_common()) or "none"
 
 
+def wait_until_answering(client: redis.Redis, attempts: int, pause: float) -> None:
+    """Ping a redis-server that is starting until it answers; past ``attempts`` the next call says why."""
+    for _ in range(attempts):
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            time.sleep(pause)
+
+
 @contextmanager
 def throwaway_redis() -> Iterator[str]:
     """A redis-server of this run's own on a free loopback port, killed at the end."""
@@ -334,12 +344,7 @@ def throwaway_redis() -> Iterator[str]:
         try:
             url = f"redis://127.0.0.1:{port}/0"
             client = redis.Redis.from_url(url)
-            for _ in range(100):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
+            wait_until_answering(client, attempts=100, pause=0.05)
             client.close()
             yield url
         finally:

@@ -23,13 +23,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
 import scrapy_simhash.index.redis as redis_index
 from scrapy_simhash.calibration import layout_for
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pipeline import wait_until_answering  # noqa: E402  (benchmarks/pipeline.py)
 
 
 def record(calls_file: Path, pipeline_args: list[str]) -> None:
@@ -43,7 +45,6 @@ def record(calls_file: Path, pipeline_args: list[str]) -> None:
     redis_index.RedisIndex._call = recorded
     script = Path(__file__).with_name("pipeline.py")
     sys.argv = [str(script), *pipeline_args]
-    sys.path.insert(0, str(script.parent))
     try:
         runpy.run_path(str(script), run_name="__main__")
     finally:
@@ -64,12 +65,7 @@ def instructions(lua: Path, calls: list) -> int:
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server", "--port", str(port),
              "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=port)
-        for _ in range(600):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+        wait_until_answering(client, attempts=600, pause=0.1)  # valgrind starts slowly
         client.function_load(code)
         pipe, errors = client.pipeline(transaction=False), 0
         for i, (prefix, entry, args) in enumerate(calls, 1):
